@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what Porthole needs on a Debian machine, only what is missing: the system
+# packages (bubblewrap, Xvfb, Chromium, podman, PostgreSQL, X headers) and the npm packages.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+# Runtime: what the gateway and the agents' sandboxes use.
+runtime_pkgs=(bubblewrap xvfb chromium fonts-dejavu-core procps bash coreutils ca-certificates)
+# Development and tests: container engine, database, headers for cgo, setpriv/runuser.
+dev_pkgs=(podman runc postgresql libx11-dev libxtst-dev libpng-dev libturbojpeg0-dev util-linux iproute2 curl nodejs npm)
+
+want=("${runtime_pkgs[@]}")
+[ "${1:-}" = "--dev" ] && want+=("${dev_pkgs[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# A machine may already have node/npm from elsewhere.
+if command -v npm >/dev/null 2>&1; then
+	missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+read -r -a missing <<<"${missing[*]}"
+
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "deps: installing Debian packages: ${missing[*]}"
+	sudo=""
+	[ "$(id -u)" -ne 0 ] && sudo="sudo"
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -qq
+	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+else
+	echo "deps: Debian packages present"
+fi
+
+if [ ! -d node_modules/@xterm/xterm ]; then
+	echo "deps: installing npm packages (npm ci)"
+	npm ci --no-audit --no-fund --loglevel=error
+fi
