@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 # Runtime: what the gateway and the agents' sandboxes use.
-runtime_pkgs=(bubblewrap xvfb chromium fonts-dejavu-core procps bash coreutils ca-certificates)
+runtime_pkgs=(bubblewrap xvfb chromium fonts-dejavu-core procps bash coreutils ca-certificates nodejs npm)
 # Development and tests: container engine, database, headers for cgo, setpriv/runuser.
-dev_pkgs=(podman runc postgresql libx11-dev libxtst-dev libpng-dev libturbojpeg0-dev util-linux iproute2 curl nodejs npm)
+dev_pkgs=(podman runc postgresql libx11-dev libxtst-dev libpng-dev libturbojpeg0-dev util-linux iproute2 curl)
 
 want=("${runtime_pkgs[@]}")
 [ "${1:-}" = "--dev" ] && want+=("${dev_pkgs[@]}")
