@@ -1,0 +1,278 @@
+// terminal.js — Porthole's glue between the Go (WASM) terminal panel and xterm.js.
+//
+// The Go side (app/terminal_*.go) owns the WebSocket and the terminal protocol;
+// this file only wraps xterm.js so that Go never has to touch its objects:
+//
+//   const h = window.porthole.term.create(hostElement, {
+//     readOnly:  false,         // watchers: keystrokes are not forwarded
+//     fontSize:  14,
+//     scrollback: 5000,         // lines kept by xterm.js itself
+//     ackBytes:  65536,         // flow control: acknowledge in batches of this many bytes
+//     onData(str),              // user input (keys, paste), UTF-16 JS string
+//     onBinary(str),            // binary input (some mouse reports), one char per byte
+//     onResize(cols, rows),     // the grid changed size (after fit)
+//     onTitle(str),             // OSC 0/2 window title — a plain string: show it as TEXT
+//     onAck(bytes),             // bytes xterm.js has parsed and rendered since the last ack
+//     onSearch(index, count),   // search results changed (index -1: none selected)
+//   });
+//   h.write(u8, cb)   // write output (Uint8Array or string); cb() once it is parsed
+//   h.fit()           // fit the grid to the host element (no-op while hidden)
+//   h.show(bool)      // show/hide this terminal inside the host (tabs share one host)
+//   h.focus()         // focus the hidden textarea (soft keyboard on phones)
+//   h.search(text, backwards) / h.clearSearch()
+//   h.copy()          // copy the selection to the clipboard; returns the text
+//   h.paste(text)     // paste as if typed (bracketed paste honoured)
+//   h.pasteClipboard()// read the clipboard (if allowed) and paste it
+//   h.reset()         // clear screen and scrollback (before a gap/replay)
+//   h.setReadOnly(bool)
+//   h.size()          // {cols, rows}
+//   h.text()          // the active buffer's lines joined by "\n" (tests, search fallback)
+//   h.term            // the xterm.js Terminal (tests read term.buffer.active)
+//   h.dispose()
+//
+//   window.porthole.term.noBlur(el)      // mousedown/touch on el's buttons keeps the terminal focused
+//   window.porthole.term.watchViewport(cb) // visualViewport changes → CSS vars + cb()
+//   window.porthole.term.handles         // live handles, for tests
+//
+// Flow control follows ttyd and the xterm.js guide ("flow control"): every
+// write passes a callback; the bytes it carried are acknowledged once xterm.js
+// has processed them, in batches of ackBytes, and at the latest when no write
+// is pending any more, so a small server window never stalls.
+(function () {
+  "use strict";
+  const porthole = (window.porthole = window.porthole || {});
+  const handles = new Set();
+  const enc = new TextEncoder();
+
+  function create(host, opts) {
+    opts = opts || {};
+    const noop = function () {};
+    const cb = {
+      data: opts.onData || noop,
+      binary: opts.onBinary || noop,
+      resize: opts.onResize || noop,
+      title: opts.onTitle || noop,
+      ack: opts.onAck || noop,
+      search: opts.onSearch || noop,
+    };
+    const ackBytes = opts.ackBytes > 0 ? opts.ackBytes : 65536;
+
+    const el = document.createElement("div");
+    el.className = "porthole-xterm";
+    host.appendChild(el);
+
+    const term = new Terminal({
+      allowProposedApi: true, // needed by the search addon's decorations
+      convertEol: false,
+      cursorBlink: true,
+      disableStdin: !!opts.readOnly,
+      fontFamily: opts.fontFamily || 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace',
+      fontSize: opts.fontSize || 14,
+      scrollback: opts.scrollback || 5000,
+      theme: { background: "#101317", foreground: "#d8dee9" },
+    });
+    const fitAddon = new FitAddon.FitAddon();
+    term.loadAddon(fitAddon);
+    let searchAddon = null;
+    if (window.SearchAddon) {
+      searchAddon = new SearchAddon.SearchAddon();
+      term.loadAddon(searchAddon);
+      searchAddon.onDidChangeResults(function (r) {
+        cb.search(r ? r.resultIndex : -1, r ? r.resultCount : 0);
+      });
+    }
+    term.open(el);
+
+    // The WebGL renderer where the browser has it; the DOM renderer otherwise
+    // (no GPU, context lost, addon missing) — silently.
+    let webgl = null;
+    function loadWebgl() {
+      if (!window.WebglAddon || opts.webgl === false) return;
+      try {
+        const probe = document.createElement("canvas");
+        if (!probe.getContext("webgl2")) return;
+        webgl = new WebglAddon.WebglAddon();
+        webgl.onContextLoss(function () {
+          try { webgl.dispose(); } catch (e) { /* already gone */ }
+          webgl = null;
+        });
+        term.loadAddon(webgl);
+      } catch (e) {
+        if (webgl) { try { webgl.dispose(); } catch (e2) { /* ignore */ } }
+        webgl = null;
+      }
+    }
+    loadWebgl();
+
+    let readOnly = !!opts.readOnly;
+    const subs = [];
+    subs.push(term.onData(function (d) { if (!readOnly) cb.data(d); }));
+    subs.push(term.onBinary(function (d) { if (!readOnly) cb.binary(d); }));
+    subs.push(term.onResize(function (s) { cb.resize(s.cols, s.rows); }));
+    subs.push(term.onTitleChange(function (t) { cb.title(String(t)); }));
+
+    // Copy on select (where the clipboard API is allowed), and the usual
+    // terminal shortcuts: Ctrl+Shift+C copies, Ctrl+Shift+V pastes through the
+    // browser's own paste event (xterm.js turns it into onData).
+    subs.push(term.onSelectionChange(function () {
+      if (term.hasSelection()) writeClipboard(term.getSelection());
+    }));
+    term.attachCustomKeyEventHandler(function (ev) {
+      if (ev.type !== "keydown") return true;
+      const k = ev.key.toLowerCase();
+      if (ev.ctrlKey && ev.shiftKey && k === "c") { copy(); ev.preventDefault(); return false; }
+      if (ev.ctrlKey && ev.shiftKey && k === "v") { return false; } // let the paste event happen
+      return true;
+    });
+
+    // Flow control: acknowledge parsed bytes in batches.
+    let pendingWrites = 0;
+    let unacked = 0;
+    function acked(n) {
+      unacked += n;
+      pendingWrites--;
+      if (unacked >= ackBytes || (pendingWrites === 0 && unacked > 0)) {
+        const a = unacked;
+        unacked = 0;
+        cb.ack(a);
+      }
+    }
+    function write(data, done) {
+      if (disposed) return;
+      const n = typeof data === "string" ? enc.encode(data).length : data.length;
+      pendingWrites++;
+      term.write(data, function () {
+        acked(n);
+        if (done) done();
+      });
+    }
+
+    let visible = true;
+    function fit() {
+      if (disposed || !visible || el.clientWidth === 0 || el.clientHeight === 0) return;
+      // onResize fires when the grid changes; size() gives the current one.
+      try { fitAddon.fit(); } catch (e) { /* not laid out yet */ }
+    }
+    let fitTimer = 0;
+    function fitSoon() {
+      if (fitTimer) return;
+      fitTimer = requestAnimationFrame(function () { fitTimer = 0; fit(); });
+    }
+    const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(fitSoon) : null;
+    if (ro) ro.observe(el);
+
+    function writeClipboard(text) {
+      if (!text || !navigator.clipboard || !navigator.clipboard.writeText) return;
+      navigator.clipboard.writeText(text).catch(function () { /* not allowed here */ });
+    }
+    function copy() {
+      const t = term.getSelection();
+      writeClipboard(t);
+      return t;
+    }
+
+    let disposed = false;
+    const h = {
+      term: term,
+      write: write,
+      fit: fit,
+      show: function (on) {
+        visible = !!on;
+        el.style.display = visible ? "" : "none";
+        if (visible) fitSoon();
+      },
+      focus: function () { term.focus(); },
+      blur: function () { term.blur(); },
+      search: function (text, backwards) {
+        if (!searchAddon || !text) return false;
+        const o = { caseSensitive: false, incremental: !backwards,
+          decorations: { matchOverviewRuler: "#888", activeMatchColorOverviewRuler: "#fb0",
+            matchBackground: "#555", activeMatchBackground: "#b8860b" } };
+        return backwards ? searchAddon.findPrevious(text, o) : searchAddon.findNext(text, o);
+      },
+      clearSearch: function () {
+        if (searchAddon) searchAddon.clearDecorations();
+        term.clearSelection();
+      },
+      copy: copy,
+      paste: function (text) { if (!readOnly && text) term.paste(String(text)); },
+      pasteClipboard: function () {
+        if (readOnly || !navigator.clipboard || !navigator.clipboard.readText) return;
+        navigator.clipboard.readText().then(function (t) { if (t) term.paste(t); }).catch(function () {});
+      },
+      reset: function () { term.reset(); },
+      setReadOnly: function (on) {
+        readOnly = !!on;
+        term.options.disableStdin = readOnly;
+      },
+      size: function () { return { cols: term.cols, rows: term.rows }; },
+      text: function () {
+        const b = term.buffer.active;
+        const out = [];
+        for (let i = 0; i < b.length; i++) {
+          const line = b.getLine(i);
+          out.push(line ? line.translateToString(true) : "");
+        }
+        return out.join("\n");
+      },
+      renderer: function () { return webgl ? "webgl" : "dom"; },
+      dispose: function () {
+        if (disposed) return;
+        disposed = true;
+        handles.delete(h);
+        if (ro) ro.disconnect();
+        if (fitTimer) cancelAnimationFrame(fitTimer);
+        subs.forEach(function (s) { s.dispose(); });
+        term.dispose();
+        el.remove();
+      },
+    };
+    handles.add(h);
+    fitSoon();
+    return h;
+  }
+
+  // noBlur keeps the terminal focused (and the soft keyboard up) while the
+  // user taps buttons inside el: a prevented mousedown does not move focus.
+  function noBlur(el) {
+    const stop = function (ev) {
+      if (ev.target && ev.target.closest && ev.target.closest("button")) ev.preventDefault();
+    };
+    el.addEventListener("mousedown", stop);
+    return function () { el.removeEventListener("mousedown", stop); };
+  }
+
+  // watchViewport tracks the visual viewport (the part of the page the soft
+  // keyboard leaves visible): it sets --porthole-vvh (visible height) and
+  // --porthole-kb (height hidden by the keyboard) on <html>, so the keys bar
+  // can sit right above the keyboard, and calls cb() so terminals refit.
+  function watchViewport(cb) {
+    const vv = window.visualViewport;
+    const root = document.documentElement;
+    const update = function () {
+      const h = vv ? vv.height : window.innerHeight;
+      const top = vv ? vv.offsetTop : 0;
+      const kb = Math.max(0, window.innerHeight - h - top);
+      root.style.setProperty("--porthole-vvh", h + "px");
+      root.style.setProperty("--porthole-kb", kb + "px");
+      if (cb) cb();
+    };
+    update();
+    const target = vv || window;
+    target.addEventListener("resize", update);
+    if (vv) vv.addEventListener("scroll", update);
+    return function () {
+      target.removeEventListener("resize", update);
+      if (vv) vv.removeEventListener("scroll", update);
+    };
+  }
+
+  porthole.term = {
+    create: create,
+    noBlur: noBlur,
+    watchViewport: watchViewport,
+    handles: handles,
+    // all returns the live handles as an array (tests).
+    all: function () { return Array.from(handles); },
+  };
+})();
