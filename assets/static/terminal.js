@@ -16,6 +16,8 @@
 //     onSearch(index, count),   // search results changed (index -1: none selected)
 //   });
 //   h.write(u8, cb)   // write output (Uint8Array or string); cb() once it is parsed
+//
+// Callbacks into Go (on*) are always called asynchronously (microtasks), in order.
 //   h.fit()           // fit the grid to the host element (no-op while hidden)
 //   h.show(bool)      // show/hide this terminal inside the host (tabs share one host)
 //   h.focus()         // focus the hidden textarea (soft keyboard on phones)
@@ -23,7 +25,11 @@
 //   h.copy()          // copy the selection to the clipboard; returns the text
 //   h.paste(text)     // paste as if typed (bracketed paste honoured)
 //   h.pasteClipboard()// read the clipboard (if allowed) and paste it
+//   h.writeLocal(str) // a notice of the app's own (not counted for flow control)
 //   h.reset()         // clear screen and scrollback (before a gap/replay)
+//   h.resetAcks()     // a new connection: forget bytes not yet acknowledged
+//   h.setAckBytes(n)  // batch size of acknowledgements (a fraction of the server's window)
+//   h.setFixedSize(c, r) // watchers: the PTY's size, scaled down to fit; (0, 0) = fit again
 //   h.setReadOnly(bool)
 //   h.size()          // {cols, rows}
 //   h.text()          // the active buffer's lines joined by "\n" (tests, search fallback)
@@ -46,16 +52,25 @@
 
   function create(host, opts) {
     opts = opts || {};
-    const noop = function () {};
-    const cb = {
-      data: opts.onData || noop,
-      binary: opts.onBinary || noop,
-      resize: opts.onResize || noop,
-      title: opts.onTitle || noop,
-      ack: opts.onAck || noop,
-      search: opts.onSearch || noop,
+    let disposed = false;
+    // Every callback into Go runs as a microtask, never inside a call that Go
+    // made (h.fit, h.paste, ...): Go code may hold a lock while calling us.
+    const later = function (f) {
+      if (!f) return function () {};
+      return function () {
+        const args = arguments;
+        queueMicrotask(function () { if (!disposed) f.apply(null, args); });
+      };
     };
-    const ackBytes = opts.ackBytes > 0 ? opts.ackBytes : 65536;
+    const cb = {
+      data: later(opts.onData),
+      binary: later(opts.onBinary),
+      resize: later(opts.onResize),
+      title: later(opts.onTitle),
+      ack: later(opts.onAck),
+      search: later(opts.onSearch),
+    };
+    let ackBytes = opts.ackBytes > 0 ? opts.ackBytes : 65536;
 
     const el = document.createElement("div");
     el.className = "porthole-xterm";
@@ -126,11 +141,15 @@
     });
 
     // Flow control: acknowledge parsed bytes in batches.
+    // epoch changes on resetAcks (a new connection): bytes written for the old
+    // connection are not acknowledged on the new one.
     let pendingWrites = 0;
     let unacked = 0;
-    function acked(n) {
-      unacked += n;
+    let epoch = 0;
+    function acked(n, e) {
       pendingWrites--;
+      if (e !== epoch) return;
+      unacked += n;
       if (unacked >= ackBytes || (pendingWrites === 0 && unacked > 0)) {
         const a = unacked;
         unacked = 0;
@@ -141,17 +160,32 @@
       if (disposed) return;
       const n = typeof data === "string" ? enc.encode(data).length : data.length;
       pendingWrites++;
+      const e = epoch;
       term.write(data, function () {
-        acked(n);
+        acked(n, e);
         if (done) done();
       });
     }
 
+    // Two sizing modes: fit (the grid follows the host element; drivers) and
+    // fixed (the grid is the PTY's size and scales down to fit; watchers).
     let visible = true;
+    let fixed = null;
     function fit() {
       if (disposed || !visible || el.clientWidth === 0 || el.clientHeight === 0) return;
+      if (fixed) { scaleToHost(); return; }
       // onResize fires when the grid changes; size() gives the current one.
       try { fitAddon.fit(); } catch (e) { /* not laid out yet */ }
+    }
+    function scaleToHost() {
+      const x = term.element;
+      if (!x) return;
+      x.style.transform = "";
+      const w = x.scrollWidth, hgt = x.scrollHeight;
+      if (!w || !hgt) return;
+      const s = Math.min(1, el.clientWidth / w, el.clientHeight / hgt);
+      x.style.transformOrigin = "0 0";
+      x.style.transform = s < 1 ? "scale(" + s + ")" : "";
     }
     let fitTimer = 0;
     function fitSoon() {
@@ -171,7 +205,6 @@
       return t;
     }
 
-    let disposed = false;
     const h = {
       term: term,
       write: write,
@@ -200,7 +233,25 @@
         if (readOnly || !navigator.clipboard || !navigator.clipboard.readText) return;
         navigator.clipboard.readText().then(function (t) { if (t) term.paste(t); }).catch(function () {});
       },
+      // writeLocal writes text of our own (a notice): not output, never acknowledged.
+      writeLocal: function (text) { if (!disposed) term.write(String(text)); },
       reset: function () { term.reset(); },
+      // resetAcks forgets unacknowledged bytes (call it when a new connection starts).
+      resetAcks: function () { epoch++; unacked = 0; },
+      setAckBytes: function (n) { if (n > 0) ackBytes = n; },
+      // setFixedSize(cols, rows) shows the grid at exactly that size, scaled
+      // down to the host; setFixedSize(0, 0) goes back to fitting the host.
+      setFixedSize: function (cols, rows) {
+        if (cols > 0 && rows > 0) {
+          fixed = { cols: cols, rows: rows };
+          if (term.cols !== cols || term.rows !== rows) term.resize(cols, rows);
+          requestAnimationFrame(scaleToHost);
+        } else {
+          fixed = null;
+          if (term.element) term.element.style.transform = "";
+          fitSoon();
+        }
+      },
       setReadOnly: function (on) {
         readOnly = !!on;
         term.options.disableStdin = readOnly;

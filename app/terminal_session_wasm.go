@@ -1,0 +1,515 @@
+//go:build js && wasm
+
+package app
+
+import (
+	"net/url"
+	"sync"
+	"syscall/js"
+	"time"
+
+	"github.com/maxence-charriere/go-app/v10/pkg/app"
+	"github.com/porthole/porthole/terminal"
+)
+
+// phoneQuery decides when the keys bar is shown.
+const phoneQuery = "(max-width: 700px), (pointer: coarse)"
+
+// termSession is the browser half of a TerminalPanel: the WebSocket, the
+// xterm.js screens (through window.porthole.term, assets/static/terminal.js)
+// and reconnection. Every entry point takes mu; JavaScript calls made under it
+// never call back synchronously (terminal.js defers its callbacks), so it is
+// never re-entered. UI state reaches the panel through ctx.Dispatch, at most
+// one queued at a time.
+type termSession struct {
+	ctx     app.Context
+	panel   *TerminalPanel
+	agentID string
+	hostID  string
+
+	mu       sync.Mutex
+	c        *termClient
+	ws       js.Value  // the current WebSocket (null between connections)
+	wsFuncs  []js.Func // its handlers, released when it closes
+	screens  map[uint32]*termScreen
+	attempt  int // reconnect attempts since the last Hello
+	timer    *time.Timer
+	status   string
+	mods     termMods
+	found    string
+	phone    bool
+	stopped  bool
+	queued   bool // a UI refresh is queued
+	shown    uint32
+	noBlur   bool // the keys bar keeps the focus on the terminal
+	cleanups []func()
+}
+
+// termScreen is one xterm.js instance.
+type termScreen struct {
+	h     js.Value // the handle from porthole.term.create
+	funcs []js.Func
+}
+
+func newTermSession(ctx app.Context, p *TerminalPanel) termDriver {
+	glue := js.Global().Get("porthole")
+	if !glue.Truthy() || !glue.Get("term").Truthy() || !js.Global().Get("Terminal").Truthy() {
+		p.ui.Status = "terminal unavailable: xterm.js did not load"
+		return nil
+	}
+	s := &termSession{ctx: ctx, panel: p, agentID: p.AgentID, hostID: p.hostID, screens: map[uint32]*termScreen{}, ws: js.Null()}
+	s.c = newTermClient(s, terminal.ModeOf(p.Mode))
+	s.status = "connecting…"
+
+	// Phone layout: follow the media query.
+	mq := js.Global().Call("matchMedia", phoneQuery)
+	s.phone = mq.Get("matches").Bool()
+	onMQ := js.FuncOf(func(this js.Value, args []js.Value) any {
+		s.do(func() { s.phone = args[0].Get("matches").Bool() })
+		return nil
+	})
+	mq.Call("addEventListener", "change", onMQ)
+	// The visual viewport (soft keyboard): refit the shown screen.
+	onVV := js.FuncOf(func(this js.Value, args []js.Value) any {
+		s.do(func() {
+			if sc := s.screens[s.c.active]; sc != nil {
+				sc.h.Call("fit")
+			}
+		})
+		return nil
+	})
+	stopVV := glue.Get("term").Call("watchViewport", onVV)
+	s.cleanups = append(s.cleanups, func() {
+		mq.Call("removeEventListener", "change", onMQ)
+		onMQ.Release()
+		stopVV.Invoke()
+		onVV.Release()
+	})
+
+	s.mu.Lock()
+	s.connect()
+	s.mu.Unlock()
+	p.ui = s.snapshot()
+	return s
+}
+
+// do runs f under the lock and queues a UI refresh.
+func (s *termSession) do(f func()) {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	f()
+	q := !s.queued
+	s.queued = true
+	s.mu.Unlock()
+	if q {
+		s.ctx.Dispatch(s.refresh)
+	}
+}
+
+// refresh copies the state into the panel (on the UI goroutine) and shows the active screen.
+func (s *termSession) refresh(ctx app.Context) {
+	s.mu.Lock()
+	s.queued = false
+	ui := s.snapshot()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.syncShown()
+	s.mu.Unlock()
+	s.panel.ui = ui
+}
+
+func (s *termSession) snapshot() termUI {
+	return termUI{View: s.c.view(), Status: s.status, Connected: s.c.connected, Mods: s.mods, Found: s.found, Phone: s.phone}
+}
+
+// syncShown shows the active screen only; a newly shown screen is fitted and focused.
+func (s *termSession) syncShown() {
+	active := s.c.active
+	for id, sc := range s.screens {
+		sc.h.Call("show", id == active)
+	}
+	if active != s.shown {
+		s.shown = active
+		if sc := s.screens[active]; sc != nil {
+			sc.h.Call("fit")
+			sc.h.Call("focus")
+		}
+	}
+}
+
+// connect opens the WebSocket (mu held).
+func (s *termSession) connect() {
+	loc := js.Global().Get("location")
+	scheme := "ws:"
+	if loc.Get("protocol").String() == "https:" {
+		scheme = "wss:"
+	}
+	u := scheme + "//" + loc.Get("host").String() + "/api/agents/" + url.PathEscape(s.agentID) + "/terminal"
+	ws := js.Global().Get("WebSocket").New(u)
+	ws.Set("binaryType", "arraybuffer")
+	s.ws = ws
+	s.status = "connecting…"
+
+	onMessage := js.FuncOf(func(this js.Value, args []js.Value) any {
+		s.message(ws, args[0].Get("data"))
+		return nil
+	})
+	var funcs []js.Func
+	onClose := js.FuncOf(func(this js.Value, args []js.Value) any {
+		s.do(func() {
+			for _, f := range funcs {
+				f.Release() // allowed while one of them runs
+			}
+			if !s.ws.Equal(ws) {
+				return // an old connection (reconnect now)
+			}
+			s.closed(args[0])
+		})
+		return nil
+	})
+	funcs = []js.Func{onMessage, onClose}
+	ws.Set("onmessage", onMessage)
+	ws.Set("onclose", onClose)
+	s.wsFuncs = funcs
+}
+
+// closed handles the end of the current connection (mu held): detach, and
+// schedule a reconnect with backoff.
+func (s *termSession) closed(ev js.Value) {
+	s.ws = js.Null()
+	s.wsFuncs = nil
+	s.c.disconnected()
+	for _, sc := range s.screens {
+		sc.h.Call("resetAcks")
+	}
+	if s.stopped {
+		return
+	}
+	d := termBackoff(s.attempt)
+	s.attempt++
+	reason := "connection lost"
+	if r := ev.Get("reason"); r.Truthy() && r.String() != "" {
+		reason = "connection lost: " + r.String()
+	}
+	s.status = reason + " — reconnecting in " + d.Round(100*time.Millisecond).String() + "…"
+	s.timer = time.AfterFunc(d, func() {
+		s.do(func() {
+			s.timer = nil
+			if s.ws.IsNull() {
+				s.connect()
+			}
+		})
+	})
+}
+
+// message handles one frame from the server.
+func (s *termSession) message(ws js.Value, data js.Value) {
+	if data.Type() != js.TypeObject {
+		return // text frames are not part of the protocol
+	}
+	n := data.Get("byteLength").Int()
+	if n == 0 {
+		return
+	}
+	u8 := js.Global().Get("Uint8Array")
+	first := u8.New(data, 0, 1).Index(0).Int()
+	if terminal.Op(first) == terminal.OpOutput && n >= terminal.OutputHeaderLen {
+		// Output: decode only the header in Go; the bytes go straight to xterm.js.
+		hdr := make([]byte, terminal.OutputHeaderLen)
+		js.CopyBytesToGo(hdr, u8.New(data, 0, terminal.OutputHeaderLen))
+		m, err := terminal.Decode(hdr)
+		if err != nil {
+			return
+		}
+		out := m.(terminal.Output)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.stopped || !s.ws.Equal(ws) {
+			return
+		}
+		skip, write := s.c.output(out.ID, out.Seq, n-terminal.OutputHeaderLen)
+		if sc := s.screens[out.ID]; write && sc != nil {
+			sc.h.Call("write", u8.New(data, terminal.OutputHeaderLen+skip))
+		}
+		return
+	}
+	b := make([]byte, n)
+	js.CopyBytesToGo(b, u8.New(data))
+	m, err := terminal.Decode(b)
+	if err != nil {
+		js.Global().Get("console").Call("warn", "porthole terminal: "+err.Error())
+		return
+	}
+	s.do(func() {
+		if !s.ws.Equal(ws) {
+			return
+		}
+		s.c.handle(m)
+		if _, ok := m.(terminal.Hello); ok {
+			s.attempt = 0
+			s.status = ""
+			ack := s.c.ackBytes()
+			for _, sc := range s.screens {
+				sc.h.Call("setAckBytes", ack)
+			}
+		}
+	})
+}
+
+// send implements termSink.
+func (s *termSession) send(m terminal.Message) {
+	if s.ws.IsNull() || s.ws.Get("readyState").Int() != 1 {
+		return
+	}
+	b := terminal.Encode(m)
+	u := js.Global().Get("Uint8Array").New(len(b))
+	js.CopyBytesToJS(u, b)
+	s.ws.Call("send", u)
+}
+
+// create implements termSink: a new xterm.js screen in the panel's host element.
+func (s *termSession) create(id uint32) {
+	host := js.Global().Get("document").Call("getElementById", s.hostID)
+	if !host.Truthy() {
+		return
+	}
+	sc := &termScreen{}
+	fn := func(f func(args []js.Value)) js.Func {
+		jf := js.FuncOf(func(this js.Value, args []js.Value) any {
+			s.do(func() { f(args) })
+			return nil
+		})
+		sc.funcs = append(sc.funcs, jf)
+		return jf
+	}
+	opts := map[string]any{
+		"readOnly": !s.c.driving(id),
+		"ackBytes": s.c.ackBytes(),
+		"onData": fn(func(a []js.Value) {
+			data := a[0].String()
+			if s.mods.any() {
+				data = termApplyMods(data, s.mods)
+				s.mods = termMods{}
+			}
+			s.c.input(id, []byte(data))
+		}),
+		"onBinary": fn(func(a []js.Value) {
+			str := a[0].String()
+			b := make([]byte, 0, len(str))
+			for _, r := range str {
+				b = append(b, byte(r))
+			}
+			s.c.input(id, b)
+		}),
+		"onResize": fn(func(a []js.Value) { s.c.resized(id, a[0].Int(), a[1].Int()) }),
+		"onTitle":  fn(func(a []js.Value) { s.c.setTitle(id, a[0].String()) }),
+		"onAck":    fn(func(a []js.Value) { s.c.ack(id, a[0].Int()) }),
+		"onSearch": fn(func(a []js.Value) {
+			i, n := a[0].Int(), a[1].Int()
+			switch {
+			case n == 0:
+				s.found = "no match"
+			case i < 0:
+				s.found = itoa(n) + " matches"
+			default:
+				s.found = itoa(i+1) + " of " + itoa(n)
+			}
+		}),
+	}
+	sc.h = js.Global().Get("porthole").Get("term").Call("create", host, opts)
+	sc.h.Call("show", false)
+	s.screens[id] = sc
+	if !s.noBlur {
+		// Keep the keys bar's taps from blurring the terminal.
+		if bar := js.Global().Get("document").Call("querySelector", "#"+s.hostID+" ~ .terminal-keys"); bar.Truthy() {
+			s.noBlur = true
+			stop := js.Global().Get("porthole").Get("term").Call("noBlur", bar)
+			s.cleanups = append(s.cleanups, func() { stop.Invoke() })
+		}
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+// remove implements termSink.
+func (s *termSession) remove(id uint32) {
+	if sc := s.screens[id]; sc != nil {
+		sc.h.Call("dispose")
+		for _, f := range sc.funcs {
+			f.Release()
+		}
+		delete(s.screens, id)
+	}
+}
+
+// notice implements termSink: a dim line of our own, not counted as output.
+func (s *termSession) notice(id uint32, text string) {
+	if sc := s.screens[id]; sc != nil {
+		sc.h.Call("writeLocal", "\r\n\x1b[2m["+terminal.SanitizeTitle(text)+"]\x1b[0m\r\n")
+	}
+}
+
+// size implements termSink.
+func (s *termSession) size(id uint32) (uint16, uint16) {
+	sc := s.screens[id]
+	if sc == nil {
+		return 0, 0
+	}
+	sz := sc.h.Call("size")
+	return uint16(sz.Get("cols").Int()), uint16(sz.Get("rows").Int())
+}
+
+// setReadOnly implements termSink.
+func (s *termSession) setReadOnly(id uint32, ro bool) {
+	if sc := s.screens[id]; sc != nil {
+		sc.h.Call("setReadOnly", ro)
+	}
+}
+
+// setFixedSize implements termSink.
+func (s *termSession) setFixedSize(id uint32, cols, rows uint16) {
+	if sc := s.screens[id]; sc != nil {
+		sc.h.Call("setFixedSize", int(cols), int(rows))
+	}
+}
+
+// The panel's actions (termDriver), called on the UI goroutine.
+
+func (s *termSession) open()              { s.do(s.c.open) }
+func (s *termSession) closeTab(id uint32) { s.do(func() { s.c.closeTab(id) }) }
+func (s *termSession) activate(id uint32) {
+	s.do(func() {
+		if _, ok := s.c.terms[id]; ok {
+			s.c.active = id
+			s.found = ""
+		}
+	})
+}
+
+func (s *termSession) key(name string) {
+	s.do(func() {
+		switch name {
+		case termKeyCtrl:
+			s.mods.Ctrl = !s.mods.Ctrl
+		case termKeyAlt:
+			s.mods.Alt = !s.mods.Alt
+		default:
+			if seq, ok := termKeySeq(name, s.mods); ok {
+				s.c.input(s.c.active, []byte(seq))
+				s.mods = termMods{}
+			}
+		}
+		if sc := s.screens[s.c.active]; sc != nil {
+			sc.h.Call("focus")
+		}
+	})
+}
+
+func (s *termSession) search(text string, backwards bool) {
+	s.do(func() {
+		sc := s.screens[s.c.active]
+		if sc == nil {
+			return
+		}
+		if text == "" {
+			sc.h.Call("clearSearch")
+			s.found = ""
+			return
+		}
+		sc.h.Call("search", text, backwards)
+	})
+}
+
+func (s *termSession) clearSearch() {
+	s.do(func() {
+		if sc := s.screens[s.c.active]; sc != nil {
+			sc.h.Call("clearSearch")
+		}
+		s.found = ""
+	})
+}
+
+func (s *termSession) copySelection() {
+	s.do(func() {
+		if sc := s.screens[s.c.active]; sc != nil {
+			sc.h.Call("copy")
+		}
+	})
+}
+
+func (s *termSession) paste() {
+	s.do(func() {
+		if sc := s.screens[s.c.active]; sc != nil && s.c.driving(s.c.active) {
+			sc.h.Call("pasteClipboard")
+		}
+	})
+}
+
+// reconnect drops the waiting time of a pending reconnect.
+func (s *termSession) reconnect() {
+	s.do(func() {
+		if s.timer != nil {
+			s.timer.Stop()
+			s.timer = nil
+		}
+		if s.ws.IsNull() {
+			s.connect()
+		}
+	})
+}
+
+// stop closes the WebSocket and disposes of the screens; the terminals keep running.
+func (s *termSession) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if !s.ws.IsNull() {
+		s.ws.Set("onmessage", js.Null())
+		s.ws.Set("onclose", js.Null())
+		s.ws.Call("close", 1000, "panel closed")
+		for _, f := range s.wsFuncs {
+			f.Release()
+		}
+		s.ws, s.wsFuncs = js.Null(), nil
+	}
+	for id := range s.screens {
+		s.remove(id)
+	}
+	for _, f := range s.cleanups {
+		f()
+	}
+}
+
+var _ termSink = (*termSession)(nil)
+var _ termDriver = (*termSession)(nil)
