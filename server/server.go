@@ -3,16 +3,307 @@ package server
 
 import (
 	"context"
-	"io"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+
+	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/assets"
+	"github.com/porthole/porthole/bridges"
+	"github.com/porthole/porthole/server/store"
+	"github.com/porthole/porthole/terminal"
 )
 
 // Version is the gateway's version string.
 var Version = "dev"
 
-// Serve parses serve's flags and runs the gateway until ctx ends. TODO(gateway helper).
-func Serve(ctx context.Context, args []string) error { panic("TODO") }
+// ErrShutdown is the cause given to every session the gateway ends on Shutdown.
+var ErrShutdown = errors.New("gateway shutting down")
 
-// UserCommand runs `porthole user ...`. TODO(gateway helper).
-func UserCommand(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
-	panic("TODO")
+// Bridge is what the gateway uses of *bridges.Manager.
+type Bridge interface {
+	Probe(ctx context.Context) []bridges.ProbeResult
+	Exec(ctx context.Context, agent api.Agent, req api.ExecRequest) (api.ExecResult, error)
+	Forget(ctx context.Context, agentID string, purge bool) error
+	Close() error
+}
+
+// TerminalService is what the gateway uses of *terminal.Service.
+type TerminalService interface {
+	Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent, v terminal.Viewer) error
+	CloseAgent(agentID string)
+	Close()
+}
+
+var (
+	_ Bridge          = (*bridges.Manager)(nil)
+	_ TerminalService = (*terminal.Service)(nil)
+)
+
+// conner is the part of *bridges.Manager the real terminal service needs to open streams.
+type conner interface {
+	Conn(ctx context.Context, agent api.Agent) (*bridges.Conn, error)
+}
+
+var _ conner = (*bridges.Manager)(nil)
+
+// Config configures the gateway.
+type Config struct {
+	Addr             string         // default 127.0.0.1:8080
+	DataDir          string         // default ./data
+	DB               string         // "" = SQLite in DataDir; postgres://... = PostgreSQL
+	AllowHostBackend bool           // lets admins create host (not isolated) agents
+	TrustedProxies   []netip.Prefix // only these peers may set X-Forwarded-For
+	ContainerEngine  string         // unix:///path.sock ("" = DOCKER_HOST or default)
+	AdminPassword    string         // first start; "" = generate and print once
+	HelperPath       string         // porthole binary used as the in-sandbox helper ("" = os.Executable())
+	IdleTimeout      time.Duration  // helper idle stop
+	Terminal         terminal.Config
+	Logger           *slog.Logger
+	// Test seams (nil = the real bridges.Manager / terminal.Service).
+	// Shutdown closes them either way.
+	Bridge    Bridge
+	Terminals TerminalService
+
+	// AllowedOrigins are extra origins ("https://porthole.example:8443") accepted besides
+	// same-origin on WebSocket upgrades and state-changing requests.
+	AllowedOrigins []string
+	// AdminPasswordOut receives the generated admin password on first start (nil = os.Stderr).
+	AdminPasswordOut interface{ Write([]byte) (int, error) }
+}
+
+// Server is a running gateway: its store, backends, terminals and HTTP handler.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	st      *store.Store
+	bridge  Bridge
+	terms   TerminalService
+	echo    *echo.Echo
+	metrics *metrics
+	limiter *loginLimiter
+	origins map[string]bool
+	now     func() time.Time
+
+	// ctx lives until Shutdown; every WebSocket session derives from it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	sockets  map[*websocket.Conn]struct{} // open WebSockets, closed on Shutdown
+	closing  bool
+	wsWG     sync.WaitGroup // one per WebSocket handler still running
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// New opens and migrates the store, creates the admin on an empty store, starts the
+// backend manager (failing closed if it cannot) and probes the backends.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8080"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = "./data"
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Terminal.Logger == nil {
+		cfg.Terminal.Logger = cfg.Logger.With("part", "terminal")
+	}
+	origins := map[string]bool{}
+	for _, o := range cfg.AllowedOrigins {
+		n, err := normalizeOrigin(o)
+		if err != nil {
+			return nil, fmt.Errorf("allowed origin %q: %w", o, err)
+		}
+		origins[n] = true
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	st, err := store.Open(ctx, cfg.DB, cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		st:      st,
+		metrics: newMetrics(),
+		limiter: newLoginLimiter(loginMaxFailures, loginWindow),
+		origins: origins,
+		now:     time.Now,
+		sockets: map[*websocket.Conn]struct{}{},
+	}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	fail := func(err error) (*Server, error) {
+		s.cancel(err)
+		if s.bridge != nil && cfg.Bridge == nil {
+			s.bridge.Close()
+		}
+		st.Close()
+		return nil, err
+	}
+	if err := s.ensureAdmin(ctx); err != nil {
+		return fail(err)
+	}
+
+	s.bridge = cfg.Bridge
+	if s.bridge == nil {
+		mgr, err := bridges.NewManager(bridges.Config{
+			DataDir:         cfg.DataDir,
+			HelperPath:      cfg.HelperPath,
+			AllowHost:       cfg.AllowHostBackend,
+			ContainerEngine: cfg.ContainerEngine,
+			IdleTimeout:     cfg.IdleTimeout,
+			Logger:          cfg.Logger.With("part", "bridges"),
+		})
+		if err != nil {
+			return fail(fmt.Errorf("start backends: %w", err))
+		}
+		s.bridge = mgr
+	}
+	s.terms = cfg.Terminals
+	if s.terms == nil {
+		c, ok := s.bridge.(conner)
+		if !ok {
+			return fail(errors.New("Config.Terminals is required when Config.Bridge cannot open helper streams"))
+		}
+		s.terms = terminal.NewService(cfg.Terminal, func(ctx context.Context, agent api.Agent) (net.Conn, error) {
+			conn, err := c.Conn(ctx, agent)
+			if err != nil {
+				return nil, err
+			}
+			return conn.Open(ctx, bridges.StreamTerminal)
+		})
+	}
+	for _, p := range s.bridge.Probe(ctx) {
+		if p.OK {
+			s.log.Info("backend ready", "backend", p.Backend, "detail", p.Detail)
+		} else {
+			s.log.Warn("backend unavailable", "backend", p.Backend, "cause", p.Detail)
+		}
+	}
+	s.echo = s.routes(webHandler())
+	return s, nil
+}
+
+// webHandler returns the embedded web app, or a JSON 503 while it is not built into this binary.
+func webHandler() (h http.Handler) {
+	defer func() {
+		if recover() != nil {
+			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				writeJSONError(w, http.StatusServiceUnavailable, "the web app is not built into this binary")
+			})
+		}
+	}()
+	return assets.Handler()
+}
+
+// ensureAdmin creates user admin on an empty store.
+func (s *Server) ensureAdmin(ctx context.Context) error {
+	n, err := s.st.CountUsers(ctx)
+	if err != nil {
+		return fmt.Errorf("count users: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	pw := s.cfg.AdminPassword
+	generated := pw == ""
+	if generated {
+		pw = randomPassword()
+	}
+	hash, err := hashPassword(pw)
+	if err != nil {
+		return err
+	}
+	u := store.User{User: api.User{Username: "admin", Admin: true,
+		Permissions: api.Permissions{Terminal: api.LevelDrive, Desktop: api.LevelDrive, Browser: api.LevelDrive}},
+		PasswordHash: hash}
+	if _, err := s.st.CreateUser(ctx, u); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil // another process created it first
+		}
+		return fmt.Errorf("create admin: %w", err)
+	}
+	s.appendAudit(ctx, api.AuditEvent{Actor: "system", Action: "user.create", Detail: "admin (first start)"})
+	if generated {
+		out := s.cfg.AdminPasswordOut
+		if out == nil {
+			out = os.Stderr
+		}
+		fmt.Fprintf(out, "porthole: created user \"admin\" with password %s (shown once; change it with `porthole user passwd admin --password-stdin`)\n", pw)
+	}
+	s.log.Info("created admin user", "generated_password", generated)
+	return nil
+}
+
+func randomPassword() string {
+	b := make([]byte, 18)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Handler serves everything: /api, /healthz, /readyz, /metrics, and the web app.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Store is the gateway's open store.
+func (s *Server) Store() *store.Store { return s.st }
+
+// Shutdown closes every WebSocket, stops the terminals and helpers, then closes the store.
+// It waits for WebSocket handlers until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		socks := make([]*websocket.Conn, 0, len(s.sockets))
+		for ws := range s.sockets {
+			socks = append(socks, ws)
+		}
+		s.mu.Unlock()
+		s.cancel(ErrShutdown)
+		deadline := time.Now().Add(time.Second)
+		for _, ws := range socks {
+			// WriteControl and Close may run concurrently with the session's one writer.
+			ws.WriteControl(websocket.CloseMessage,
+				websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), deadline)
+		}
+		s.terms.Close()
+		for _, ws := range socks {
+			ws.Close()
+		}
+		done := make(chan struct{})
+		go func() { s.wsWG.Wait(); close(done) }() // exits when the last WebSocket handler returns
+		var errs []error
+		select {
+		case <-done:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("wait for websockets: %w", context.Cause(ctx)))
+		}
+		if err := s.bridge.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("stop helpers: %w", err))
+		}
+		if err := s.st.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
+		s.shutErr = errors.Join(errs...)
+	})
+	return s.shutErr
 }

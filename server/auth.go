@@ -1,0 +1,264 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/server/store"
+)
+
+const (
+	// SessionCookie is the name of the session cookie.
+	SessionCookie = "porthole_session"
+	// TokenPrefix starts every agent token.
+	TokenPrefix = "pht_"
+
+	sessionTTL       = 14 * 24 * time.Hour
+	loginMaxFailures = 5 // the 6th wrong password within loginWindow is refused
+	loginWindow      = time.Minute
+)
+
+// principal is who made a request: a user with a session, or an agent token (acting for
+// its agent's owner, on that agent only).
+type principal struct {
+	user        store.User
+	sessionHash []byte     // set for cookie sessions
+	token       *api.Token // set for agent tokens
+}
+
+func (p *principal) actor() string {
+	if p.token != nil {
+		return "token:" + p.token.ID
+	}
+	return p.user.Username
+}
+
+const principalKey = "porthole.principal"
+
+func principalOf(c echo.Context) *principal { p, _ := c.Get(principalKey).(*principal); return p }
+
+// newSecret returns 32 random bytes, base64url-encoded.
+func newSecret() string {
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+func sha(s string) []byte { h := sha256.Sum256([]byte(s)); return h[:] }
+
+// authenticate resolves the principal from a Bearer agent token or the session cookie.
+// It returns (nil, nil) when the request carries neither, and a 401 for a bad one.
+func (s *Server) authenticate(c echo.Context) (*principal, error) {
+	if p := principalOf(c); p != nil {
+		return p, nil
+	}
+	r := c.Request()
+	ctx := r.Context()
+	var p *principal
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, secret, _ := strings.Cut(h, " ")
+		if !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(secret, TokenPrefix) {
+			return nil, errorf(http.StatusUnauthorized, nil, "Authorization must be \"Bearer %s...\" (an agent token)", TokenPrefix)
+		}
+		tok, err := s.st.GetToken(ctx, sha(secret))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(http.StatusUnauthorized, nil, "unknown or revoked agent token")
+		} else if err != nil {
+			return nil, internalError("checking the token", err)
+		}
+		agent, err := s.st.GetAgent(ctx, tok.AgentID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(http.StatusUnauthorized, nil, "unknown or revoked agent token")
+		} else if err != nil {
+			return nil, internalError("checking the token", err)
+		}
+		owner, err := s.st.GetUser(ctx, agent.OwnerID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(http.StatusUnauthorized, nil, "unknown or revoked agent token")
+		} else if err != nil {
+			return nil, internalError("checking the token", err)
+		}
+		p = &principal{user: owner, token: &tok}
+	} else if ck, err := r.Cookie(SessionCookie); err == nil && ck.Value != "" {
+		hash := sha(ck.Value)
+		uid, err := s.st.GetSession(ctx, hash)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(http.StatusUnauthorized, nil, "session expired or invalid; log in again")
+		} else if err != nil {
+			return nil, internalError("checking the session", err)
+		}
+		u, err := s.st.GetUser(ctx, uid)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(http.StatusUnauthorized, nil, "session expired or invalid; log in again")
+		} else if err != nil {
+			return nil, internalError("checking the session", err)
+		}
+		p = &principal{user: u, sessionHash: hash}
+	} else {
+		return nil, nil
+	}
+	c.Set(principalKey, p)
+	return p, nil
+}
+
+func (s *Server) sessionCookie(c echo.Context, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{
+		Name:     SessionCookie,
+		Value:    value,
+		Path:     "/",
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		Secure:   s.isTLS(c.Request()),
+		SameSite: http.SameSiteStrictMode,
+	}
+}
+
+// login: POST /api/session.
+func (s *Server) login(c echo.Context) error {
+	ip := c.RealIP()
+	key := limiterKey(ip)
+	if wait := s.limiter.blocked(key, s.now()); wait > 0 {
+		s.metrics.logins.WithLabelValues("limited").Inc()
+		secs := int((wait + time.Second - 1) / time.Second)
+		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+		return errorf(http.StatusTooManyRequests, nil, "too many failed logins from your address; retry in %d s", secs)
+	}
+	var req api.LoginRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	u, err := s.st.GetUserByName(ctx, req.Username)
+	hash := u.PasswordHash
+	if errors.Is(err, store.ErrNotFound) {
+		hash = dummyHash()
+	} else if err != nil {
+		return internalError("logging in", err)
+	}
+	ok, verr := verifyPassword(hash, req.Password)
+	if err != nil || !ok {
+		s.limiter.fail(key, s.now())
+		s.metrics.logins.WithLabelValues("fail").Inc()
+		s.appendAudit(ctx, api.AuditEvent{Actor: "", Action: "login.fail", Detail: "username " + strconv.Quote(truncate(req.Username, 64)), Remote: ip})
+		return errorf(http.StatusUnauthorized, verr, "wrong username or password")
+	}
+	value := newSecret()
+	if err := s.st.CreateSession(ctx, u.ID, sha(value), s.now().Add(sessionTTL)); err != nil {
+		return internalError("creating the session", err)
+	}
+	c.SetCookie(s.sessionCookie(c, value, int(sessionTTL/time.Second)))
+	s.metrics.logins.WithLabelValues("ok").Inc()
+	s.appendAudit(ctx, api.AuditEvent{Actor: u.Username, Action: "login.ok", Remote: ip})
+	return c.JSON(http.StatusOK, meOf(u.User))
+}
+
+// logout: DELETE /api/session.
+func (s *Server) logout(c echo.Context) error {
+	p := principalOf(c)
+	if p.sessionHash == nil {
+		return errorf(http.StatusBadRequest, nil, "an agent token has no session to end")
+	}
+	if err := s.st.DeleteSession(c.Request().Context(), p.sessionHash); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return internalError("ending the session", err)
+	}
+	c.SetCookie(s.sessionCookie(c, "", -1))
+	s.appendAudit(c.Request().Context(), api.AuditEvent{Actor: p.actor(), Action: "logout", Remote: c.RealIP()})
+	return c.NoContent(http.StatusNoContent)
+}
+
+func meOf(u api.User) api.Me {
+	return api.Me{ID: u.ID, Username: u.Username, Admin: u.Admin, Permissions: u.Permissions}
+}
+
+// limiterKey groups addresses: one IPv4 address, or one IPv6 /64 (what one client usually holds).
+func limiterKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	if a.Is6() && !a.Is4In6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.Unmap().String()
+}
+
+// loginLimiter counts failed logins per client address in a sliding window.
+type loginLimiter struct {
+	max    int
+	window time.Duration
+	mu     sync.Mutex
+	fails  map[string][]time.Time // at most max entries each, oldest first
+}
+
+func newLoginLimiter(max int, window time.Duration) *loginLimiter {
+	return &loginLimiter{max: max, window: window, fails: map[string][]time.Time{}}
+}
+
+// blocked returns how long key must wait, or 0 when it may try.
+func (l *loginLimiter) blocked(key string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.prune(key, now)
+	if len(f) < l.max {
+		return 0
+	}
+	return f[0].Add(l.window).Sub(now)
+}
+
+func (l *loginLimiter) fail(key string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.fails) > 10000 { // bound memory under an address-spraying attack
+		for k := range l.fails {
+			l.prune(k, now)
+		}
+	}
+	f := append(l.prune(key, now), now)
+	if len(f) > l.max {
+		f = f[len(f)-l.max:]
+	}
+	l.fails[key] = f
+}
+
+// prune drops failures older than the window; callers hold mu.
+func (l *loginLimiter) prune(key string, now time.Time) []time.Time {
+	f := l.fails[key]
+	i := 0
+	for i < len(f) && now.Sub(f[i]) >= l.window {
+		i++
+	}
+	f = f[i:]
+	if len(f) == 0 {
+		delete(l.fails, key)
+		return nil
+	}
+	l.fails[key] = f
+	return f
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// appendAudit records e; a failure is logged, never shown to the client.
+func (s *Server) appendAudit(ctx context.Context, e api.AuditEvent) {
+	if err := s.st.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
+		s.log.Error("audit append failed", "action", e.Action, "err", err)
+	}
+}

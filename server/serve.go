@@ -1,0 +1,272 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ServeConfig is `porthole serve`'s configuration: flags > PORTHOLE_* environment >
+// the JSON config file (--config / PORTHOLE_CONFIG) > defaults.
+type ServeConfig struct {
+	Addr             string   `json:"addr"`
+	Data             string   `json:"data"`
+	DB               string   `json:"db"`
+	AllowHostBackend bool     `json:"allow_host_backend"`
+	TrustedProxies   []string `json:"trusted_proxies"`
+	ContainerEngine  string   `json:"container_engine"`
+	IdleTimeout      string   `json:"idle_timeout"`
+	AllowedOrigins   []string `json:"allowed_origins"`
+	Helper           string   `json:"helper"`
+	LogFormat        string   `json:"log_format"` // text | json
+	LogLevel         string   `json:"log_level"`  // debug | info | warn | error
+}
+
+func defaultServeConfig() ServeConfig {
+	return ServeConfig{Addr: "127.0.0.1:8080", Data: "./data", IdleTimeout: "10m", LogFormat: "text", LogLevel: "info"}
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// option binds one setting to its flag, environment variable and config-file field.
+type option struct {
+	flag, env, usage string
+	str              *string
+	list             *[]string
+	boolean          *bool
+}
+
+func (c *ServeConfig) options() []option {
+	return []option{
+		{flag: "addr", env: "PORTHOLE_ADDR", usage: "listen address", str: &c.Addr},
+		{flag: "data", env: "PORTHOLE_DATA", usage: "data directory (SQLite database, agents' homes)", str: &c.Data},
+		{flag: "db", env: "PORTHOLE_DB", usage: "database URL: empty = SQLite in the data dir, postgres://... = PostgreSQL", str: &c.DB},
+		{flag: "allow-host-backend", env: "PORTHOLE_ALLOW_HOST_BACKEND", usage: "let admins create host agents (NOT isolated)", boolean: &c.AllowHostBackend},
+		{flag: "trusted-proxy", env: "PORTHOLE_TRUSTED_PROXY", usage: "CIDR of a reverse proxy allowed to set X-Forwarded-For (repeatable; env: comma-separated)", list: &c.TrustedProxies},
+		{flag: "container-engine", env: "PORTHOLE_CONTAINER_ENGINE", usage: "Docker-compatible engine socket, unix:///path.sock", str: &c.ContainerEngine},
+		{flag: "idle-timeout", env: "PORTHOLE_IDLE_TIMEOUT", usage: "stop an agent's helper after this long without a stream", str: &c.IdleTimeout},
+		{flag: "allowed-origin", env: "PORTHOLE_ALLOWED_ORIGIN", usage: "extra allowed Origin, scheme://host[:port] (repeatable; env: comma-separated)", list: &c.AllowedOrigins},
+		{flag: "helper", env: "PORTHOLE_HELPER", usage: "porthole binary run as the in-sandbox helper (default: this binary)", str: &c.Helper},
+		{flag: "log-format", env: "PORTHOLE_LOG_FORMAT", usage: "text or json", str: &c.LogFormat},
+		{flag: "log-level", env: "PORTHOLE_LOG_LEVEL", usage: "debug, info, warn or error", str: &c.LogLevel},
+	}
+}
+
+// LoadServeConfig resolves serve's configuration from args, getenv and the config file.
+func LoadServeConfig(args []string, getenv func(string) string, stderr io.Writer) (ServeConfig, error) {
+	// Pass 1: parse flags into a scratch config, to learn which were set and the config file.
+	var fromFlags ServeConfig
+	fs := flag.NewFlagSet("porthole serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configFile := fs.String("config", "", "JSON config file (env PORTHOLE_CONFIG)")
+	for _, o := range fromFlags.options() {
+		switch {
+		case o.str != nil:
+			fs.StringVar(o.str, o.flag, "", o.usage+" (env "+o.env+")")
+		case o.list != nil:
+			fs.Var((*listFlag)(o.list), o.flag, o.usage+" (env "+o.env+")")
+		case o.boolean != nil:
+			fs.BoolVar(o.boolean, o.flag, false, o.usage+" (env "+o.env+")")
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return ServeConfig{}, err
+	}
+	if fs.NArg() > 0 {
+		return ServeConfig{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	cfg := defaultServeConfig()
+	path := *configFile
+	if path == "" {
+		path = getenv("PORTHOLE_CONFIG")
+	}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return ServeConfig{}, fmt.Errorf("read config file: %w", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return ServeConfig{}, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	dst, src := cfg.options(), fromFlags.options()
+	for i, o := range dst {
+		if v := getenv(o.env); v != "" {
+			switch {
+			case o.str != nil:
+				*o.str = v
+			case o.list != nil:
+				*o.list = nil
+				for _, p := range strings.Split(v, ",") {
+					if p = strings.TrimSpace(p); p != "" {
+						*o.list = append(*o.list, p)
+					}
+				}
+			case o.boolean != nil:
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					return ServeConfig{}, fmt.Errorf("%s=%q: not a boolean", o.env, v)
+				}
+				*o.boolean = b
+			}
+		}
+		if set[o.flag] {
+			switch {
+			case o.str != nil:
+				*o.str = *src[i].str
+			case o.list != nil:
+				*o.list = *src[i].list
+			case o.boolean != nil:
+				*o.boolean = *src[i].boolean
+			}
+		}
+	}
+	return cfg, nil
+}
+
+// Config turns the resolved settings into the gateway's Config.
+func (c ServeConfig) Config(getenv func(string) string, logger *slog.Logger) (Config, error) {
+	cfg := Config{
+		Addr:             c.Addr,
+		DataDir:          c.Data,
+		DB:               c.DB,
+		AllowHostBackend: c.AllowHostBackend,
+		ContainerEngine:  c.ContainerEngine,
+		AdminPassword:    getenv("PORTHOLE_ADMIN_PASSWORD"),
+		HelperPath:       c.Helper,
+		AllowedOrigins:   c.AllowedOrigins,
+		Logger:           logger,
+	}
+	for _, p := range c.TrustedProxies {
+		pfx, err := parsePrefix(p)
+		if err != nil {
+			return Config{}, fmt.Errorf("trusted proxy %q: %w", p, err)
+		}
+		cfg.TrustedProxies = append(cfg.TrustedProxies, pfx)
+	}
+	d, err := time.ParseDuration(c.IdleTimeout)
+	if err != nil || d <= 0 {
+		return Config{}, fmt.Errorf("idle timeout %q: a positive duration like 10m", c.IdleTimeout)
+	}
+	cfg.IdleTimeout = d
+	return cfg, nil
+}
+
+// parsePrefix accepts a CIDR or a single address.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// NewLogger builds the slog logger for format (text|json) and level.
+func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: text or json", format)
+}
+
+// Serve parses serve's flags and runs the gateway until ctx ends, then shuts down gracefully.
+func Serve(ctx context.Context, args []string) error {
+	sc, err := LoadServeConfig(args, os.Getenv, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	logger, err := NewLogger(os.Stderr, sc.LogFormat, sc.LogLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := sc.Config(os.Getenv, logger)
+	if err != nil {
+		return err
+	}
+	return run(ctx, cfg)
+}
+
+// run serves cfg until ctx ends.
+func run(ctx context.Context, cfg Config) error {
+	s, err := New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		s.Shutdown(context.Background())
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }() // exits when hs is shut down or the listener fails
+	cfg.Logger.Info("porthole listening", "addr", ln.Addr().String(), "version", Version, "store", s.Store().Kind())
+
+	served := false
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		served = true
+	}
+	cfg.Logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, fmt.Errorf("serve: %w", err))
+	}
+	if err := hs.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	if err := s.Shutdown(sctx); err != nil {
+		errs = append(errs, err)
+	}
+	if !served {
+		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("serve: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
