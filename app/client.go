@@ -1,0 +1,208 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/porthole/porthole/api"
+)
+
+// Sentinel errors of the API client; match them with errors.Is.
+var (
+	// ErrUnauthorized means the session is missing or expired (HTTP 401).
+	ErrUnauthorized = errors.New("not logged in")
+	// ErrForbidden means the caller may not do this (HTTP 403).
+	ErrForbidden = errors.New("forbidden")
+	// ErrNotFound means the object does not exist or is not visible (HTTP 404).
+	ErrNotFound = errors.New("not found")
+	// ErrRateLimited means too many attempts (HTTP 429).
+	ErrRateLimited = errors.New("too many attempts")
+)
+
+// APIError is a non-2xx answer of the gateway, carrying its {"error": ...} message.
+type APIError struct {
+	Status     int
+	Message    string
+	RetryAfter string // Retry-After header of a 429, if any
+}
+
+func (e *APIError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = strings.ToLower(http.StatusText(e.Status))
+	}
+	if e.RetryAfter != "" {
+		return fmt.Sprintf("%s (retry in %s s)", msg, e.RetryAfter)
+	}
+	return msg
+}
+
+// Unwrap maps the status to the package's sentinel errors.
+func (e *APIError) Unwrap() error {
+	switch e.Status {
+	case http.StatusUnauthorized:
+		return ErrUnauthorized
+	case http.StatusForbidden:
+		return ErrForbidden
+	case http.StatusNotFound:
+		return ErrNotFound
+	case http.StatusTooManyRequests:
+		return ErrRateLimited
+	}
+	return nil
+}
+
+// Client calls the gateway's JSON API with the browser's session cookie.
+type Client struct {
+	// Base is the gateway's origin, e.g. "http://127.0.0.1:8080" (no trailing slash).
+	Base string
+	// HTTP is the client used; nil means http.DefaultClient (the Fetch API in WASM).
+	HTTP *http.Client
+	// Timeout bounds each call; 0 means 30 s.
+	Timeout time.Duration
+}
+
+// maxResponse bounds what the client reads from one answer.
+const maxResponse = 8 << 20
+
+// Do sends one request: in (if not nil) as JSON, the answer decoded into out (if not nil).
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	// Read by Go's js/wasm transport: send the session cookie, same origin only.
+	req.Header.Set("js.fetch:credentials", "same-origin")
+	req.Header.Set("js.fetch:mode", "same-origin")
+
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the server: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return fmt.Errorf("read %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		e := &APIError{Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After")}
+		var body api.Error
+		if json.Unmarshal(data, &body) == nil {
+			e.Message = body.Error
+		}
+		return e
+	}
+	if out == nil || len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// Login opens a session (POST /api/session).
+func (c *Client) Login(ctx context.Context, username, password string) error {
+	return c.Do(ctx, http.MethodPost, "/api/session", api.LoginRequest{Username: username, Password: password}, nil)
+}
+
+// Logout closes the session (DELETE /api/session).
+func (c *Client) Logout(ctx context.Context) error {
+	return c.Do(ctx, http.MethodDelete, "/api/session", nil, nil)
+}
+
+// Me returns the logged-in user (GET /api/me).
+func (c *Client) Me(ctx context.Context) (api.Me, error) {
+	var me api.Me
+	err := c.Do(ctx, http.MethodGet, "/api/me", nil, &me)
+	return me, err
+}
+
+// Agents lists the agents the caller can see (GET /api/agents).
+func (c *Client) Agents(ctx context.Context) ([]api.Agent, error) {
+	var list []api.Agent
+	err := c.Do(ctx, http.MethodGet, "/api/agents", nil, &list)
+	return list, err
+}
+
+// Agent returns one agent (GET /api/agents/:id).
+func (c *Client) Agent(ctx context.Context, id string) (api.Agent, error) {
+	var a api.Agent
+	err := c.Do(ctx, http.MethodGet, "/api/agents/"+pathEscape(id), nil, &a)
+	return a, err
+}
+
+// CreateAgent creates an agent (POST /api/agents).
+func (c *Client) CreateAgent(ctx context.Context, req api.CreateAgentRequest) (api.Agent, error) {
+	var a api.Agent
+	err := c.Do(ctx, http.MethodPost, "/api/agents", req, &a)
+	return a, err
+}
+
+// UpdateAgent changes an agent (PATCH /api/agents/:id).
+func (c *Client) UpdateAgent(ctx context.Context, id string, req api.UpdateAgentRequest) (api.Agent, error) {
+	var a api.Agent
+	err := c.Do(ctx, http.MethodPatch, "/api/agents/"+pathEscape(id), req, &a)
+	return a, err
+}
+
+// DeleteAgent deletes an agent (DELETE /api/agents/:id).
+func (c *Client) DeleteAgent(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/agents/"+pathEscape(id), nil, nil)
+}
+
+// Users lists the accounts (GET /api/users, admin).
+func (c *Client) Users(ctx context.Context) ([]api.User, error) {
+	var list []api.User
+	err := c.Do(ctx, http.MethodGet, "/api/users", nil, &list)
+	return list, err
+}
+
+// CreateUser creates an account (POST /api/users, admin).
+func (c *Client) CreateUser(ctx context.Context, req api.CreateUserRequest) (api.User, error) {
+	var u api.User
+	err := c.Do(ctx, http.MethodPost, "/api/users", req, &u)
+	return u, err
+}
+
+// UpdateUser changes an account (PATCH /api/users/:id).
+func (c *Client) UpdateUser(ctx context.Context, id string, req api.UpdateUserRequest) error {
+	return c.Do(ctx, http.MethodPatch, "/api/users/"+pathEscape(id), req, nil)
+}
+
+// DeleteUser deletes an account (DELETE /api/users/:id, admin).
+func (c *Client) DeleteUser(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/users/"+pathEscape(id), nil, nil)
+}
+
+func isUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }

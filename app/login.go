@@ -1,0 +1,75 @@
+package app
+
+import (
+	"context"
+	"errors"
+
+	"github.com/maxence-charriere/go-app/v10/pkg/app"
+)
+
+// LoginPage asks for a username and password and opens a session.
+type LoginPage struct {
+	app.Compo
+
+	username string
+	password string
+	busy     bool
+	err      error
+}
+
+// OnNav sets the page title.
+func (p *LoginPage) OnNav(ctx app.Context) { ctx.Page().SetTitle("Log in · Porthole") }
+
+func (p *LoginPage) submit(ctx app.Context, e app.Event) {
+	e.PreventDefault()
+	if p.busy {
+		return
+	}
+	if p.username == "" || p.password == "" {
+		p.err = errors.New("enter your username and password")
+		return
+	}
+	p.busy, p.err = true, nil
+	user, pass := p.username, p.password
+	ctx.Async(func() {
+		err := apiClient.Login(context.Background(), user, pass)
+		ctx.Dispatch(func(ctx app.Context) {
+			p.busy = false
+			if err != nil {
+				if isUnauthorized(err) {
+					err = errors.New("wrong username or password")
+				}
+				p.err = err
+				return
+			}
+			p.password = ""
+			forgetUser()
+			ctx.Navigate("/")
+		})
+	})
+}
+
+// Render draws the form.
+func (p *LoginPage) Render() app.UI {
+	return app.Main().Class("login").Body(
+		app.Div().Class("card", "login-card").Body(
+			app.Div().Class("login-brand").Body(
+				app.Img().Src("/web/icon-192.png").Alt("").Class("login-icon"),
+				app.H1().Text("Porthole"),
+			),
+			app.Form().ID("login-form").OnSubmit(p.submit).Body(
+				app.Label().For("username").Text("Username"),
+				app.Input().ID("username").Name("username").Type("text").
+					Attr("autocomplete", "username").Attr("autocapitalize", "none").
+					Required(true).AutoFocus(true).Value(p.username).
+					OnInput(p.ValueTo(&p.username)),
+				app.Label().For("password").Text("Password"),
+				app.Input().ID("password").Name("password").Type("password").
+					Attr("autocomplete", "current-password").Required(true).Value(p.password).
+					OnInput(p.ValueTo(&p.password)),
+				errorText(p.err),
+				app.Button().ID("login-submit").Type("submit").Class("primary").Disabled(p.busy).Text("Log in"),
+			),
+		),
+	)
+}

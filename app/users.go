@@ -1,0 +1,240 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/maxence-charriere/go-app/v10/pkg/app"
+	"github.com/porthole/porthole/api"
+)
+
+// UsersPage lets an admin list, create and delete accounts and change their permissions.
+type UsersPage struct {
+	app.Compo
+
+	me       api.Me
+	users    []api.User
+	loaded   bool
+	err      error
+	notice   string
+	deleting string
+
+	// the create form
+	newName  string
+	newPass  string
+	newAdmin bool
+	newPerms api.Permissions
+	busy     bool
+}
+
+// OnNav loads the accounts.
+func (p *UsersPage) OnNav(ctx app.Context) {
+	ctx.Page().SetTitle("Users · Porthole")
+	p.newPerms = api.DefaultPermissions
+	if app.IsServer {
+		return
+	}
+	p.refresh(ctx)
+}
+
+func (p *UsersPage) refresh(ctx app.Context) {
+	var me api.Me
+	var users []api.User
+	load(ctx, func(c context.Context) (err error) {
+		if me, err = currentUser(c); err != nil {
+			return err
+		}
+		if !me.Admin {
+			return nil
+		}
+		users, err = apiClient.Users(c)
+		return err
+	}, func(ctx app.Context, err error) {
+		p.me = me
+		if err != nil {
+			p.err = err
+			return
+		}
+		p.users, p.loaded = users, true
+	})
+}
+
+// run calls the API off the UI goroutine, shows its error or notice, and reloads the list.
+func (p *UsersPage) run(ctx app.Context, notice string, call func(context.Context) error) {
+	p.busy, p.err, p.notice = true, nil, ""
+	load(ctx, call, func(ctx app.Context, err error) {
+		p.busy, p.err = false, err
+		if err == nil {
+			p.notice = notice
+		}
+		p.refresh(ctx)
+	})
+}
+
+func (p *UsersPage) create(ctx app.Context, e app.Event) {
+	e.PreventDefault()
+	name := strings.TrimSpace(p.newName)
+	if name == "" || p.newPass == "" {
+		p.err = errors.New("a new user needs a username and a password")
+		return
+	}
+	perms := p.newPerms
+	req := api.CreateUserRequest{Username: name, Password: p.newPass, Admin: p.newAdmin, Permissions: &perms}
+	p.newName, p.newPass, p.newAdmin, p.newPerms = "", "", false, api.DefaultPermissions
+	p.run(ctx, "Created user "+name+".", func(c context.Context) error {
+		_, err := apiClient.CreateUser(c, req)
+		return err
+	})
+}
+
+func (p *UsersPage) setPerm(u api.User, s api.Surface) app.EventHandler {
+	return func(ctx app.Context, e app.Event) {
+		perms := u.Permissions
+		l := api.Level(jsValue(ctx))
+		switch s {
+		case api.SurfaceTerminal:
+			perms.Terminal = l
+		case api.SurfaceDesktop:
+			perms.Desktop = l
+		case api.SurfaceBrowser:
+			perms.Browser = l
+		}
+		p.run(ctx, "Saved "+u.Username+"'s permissions.", func(c context.Context) error {
+			return apiClient.UpdateUser(c, u.ID, api.UpdateUserRequest{Permissions: &perms})
+		})
+	}
+}
+
+func (p *UsersPage) setAdmin(u api.User) app.EventHandler {
+	return func(ctx app.Context, e app.Event) {
+		admin := jsChecked(ctx)
+		p.run(ctx, "Saved "+u.Username+"'s role.", func(c context.Context) error {
+			return apiClient.UpdateUser(c, u.ID, api.UpdateUserRequest{Admin: &admin})
+		})
+	}
+}
+
+func (p *UsersPage) askDelete(id string) app.EventHandler {
+	return func(ctx app.Context, e app.Event) { p.deleting = id }
+}
+
+func (p *UsersPage) cancelDelete(ctx app.Context, e app.Event) { p.deleting = "" }
+
+func (p *UsersPage) confirmDelete(u api.User) app.EventHandler {
+	return func(ctx app.Context, e app.Event) {
+		p.deleting = ""
+		p.run(ctx, "Deleted user "+u.Username+".", func(c context.Context) error {
+			return apiClient.DeleteUser(c, u.ID)
+		})
+	}
+}
+
+func (p *UsersPage) setNewPerm(s api.Surface) app.EventHandler {
+	return func(ctx app.Context, e app.Event) {
+		l := api.Level(jsValue(ctx))
+		switch s {
+		case api.SurfaceTerminal:
+			p.newPerms.Terminal = l
+		case api.SurfaceDesktop:
+			p.newPerms.Desktop = l
+		case api.SurfaceBrowser:
+			p.newPerms.Browser = l
+		}
+	}
+}
+
+// Render draws the list and the create form.
+func (p *UsersPage) Render() app.UI {
+	return app.Div().Class("page").Body(
+		&TopBar{Active: "users"},
+		app.Main().Class("content").Body(
+			app.H1().Text("Users"),
+			errorText(p.err),
+			app.If(p.notice != "", func() app.UI { return app.P().Class("notice").Role("status").Text(p.notice) }),
+			app.If(!p.loaded && p.err == nil && (p.me.ID == "" || p.me.Admin), loading),
+			app.If(p.me.ID != "" && !p.me.Admin, func() app.UI {
+				return app.P().Class("empty").Text("Only an admin can manage users.")
+			}),
+			app.If(p.loaded, func() app.UI {
+				return app.Div().Body(p.renderList(), p.renderCreate())
+			}),
+		),
+	)
+}
+
+func (p *UsersPage) renderList() app.UI {
+	rows := make([]app.UI, len(p.users))
+	for i, u := range p.users {
+		rows[i] = p.renderUser(u)
+	}
+	return app.Div().Class("table-wrap").Body(
+		app.Table().ID("user-table").Class("users").Body(
+			app.THead().Body(app.Tr().Body(
+				app.Th().Text("User"), app.Th().Text("Admin"),
+				app.Th().Text("Terminal"), app.Th().Text("Desktop"), app.Th().Text("Browser"),
+				app.Th().Text(""),
+			)),
+			app.TBody().Body(rows...),
+		),
+	)
+}
+
+func (p *UsersPage) renderUser(u api.User) app.UI {
+	self := u.ID == p.me.ID
+	perm := func(s api.Surface) app.UI {
+		return app.Td().DataSet("label", surfaceTitle(s)).Body(
+			app.Select().Class("perm-"+string(s)).Aria("label", surfaceTitle(s)+" permission of "+u.Username).
+				Disabled(p.busy).OnChange(p.setPerm(u, s)).Body(levelOptions(u.Permissions.Get(s))...),
+		)
+	}
+	var actions app.UI
+	switch {
+	case self:
+		actions = app.Span().Class("muted").Text("you")
+	case p.deleting == u.ID:
+		actions = app.Span().Class("row-actions").Body(
+			app.Button().Type("button").Class("danger", "confirm-delete").OnClick(p.confirmDelete(u)).Text("Delete"),
+			app.Button().Type("button").Class("ghost").OnClick(p.cancelDelete).Text("Cancel"),
+		)
+	default:
+		actions = app.Button().Type("button").Class("ghost", "delete-user").OnClick(p.askDelete(u.ID)).Text("Delete")
+	}
+	return app.Tr().DataSet("user-id", u.ID).Body(
+		app.Td().Class("username").Text(u.Username),
+		app.Td().DataSet("label", "Admin").Body(
+			app.Input().Type("checkbox").Class("admin-toggle").Aria("label", "admin").Checked(u.Admin).
+				Disabled(self || p.busy).OnChange(p.setAdmin(u)),
+		),
+		perm(api.SurfaceTerminal), perm(api.SurfaceDesktop), perm(api.SurfaceBrowser),
+		app.Td().Body(actions),
+	)
+}
+
+func (p *UsersPage) renderCreate() app.UI {
+	perm := func(s api.Surface) app.UI {
+		id := "new-perm-" + string(s)
+		return app.Div().Class("field").Body(
+			app.Label().For(id).Text(surfaceTitle(s)),
+			app.Select().ID(id).OnChange(p.setNewPerm(s)).Body(levelOptions(p.newPerms.Get(s))...),
+		)
+	}
+	return app.Form().ID("user-form").Class("card", "form").OnSubmit(p.create).Body(
+		app.H2().Text("New user"),
+		app.Label().For("new-username").Text("Username"),
+		app.Input().ID("new-username").Type("text").Attr("autocomplete", "off").Attr("autocapitalize", "none").
+			Value(p.newName).OnInput(p.ValueTo(&p.newName)),
+		app.Label().For("new-password").Text("Password"),
+		app.Input().ID("new-password").Type("password").Attr("autocomplete", "new-password").
+			Value(p.newPass).OnInput(p.ValueTo(&p.newPass)),
+		app.Label().Class("check").Body(
+			app.Input().ID("new-admin").Type("checkbox").Checked(p.newAdmin).
+				OnChange(func(ctx app.Context, e app.Event) { p.newAdmin = jsChecked(ctx) }),
+			app.Span().Text("Admin"),
+		),
+		app.Div().Class("perm-row").Body(perm(api.SurfaceTerminal), perm(api.SurfaceDesktop), perm(api.SurfaceBrowser)),
+		app.Div().Class("form-actions").Body(
+			app.Button().ID("user-submit").Type("submit").Class("primary").Disabled(p.busy).Text("Create user"),
+		),
+	)
+}
