@@ -1,0 +1,350 @@
+// Package e2e holds Porthole's browser end-to-end tests: a real gateway in
+// process, real sandboxes and a real headless Chromium running the WASM app.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/internal/testenv"
+	"github.com/porthole/porthole/server"
+)
+
+// portholeBin is the porthole binary built once for the tests (the in-sandbox helper).
+var portholeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "porthole-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	portholeBin = filepath.Join(dir, "porthole")
+	build := exec.Command("go", "build", "-o", portholeBin, "github.com/porthole/porthole/cmd/porthole")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/porthole: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const adminPassword = "e2e-admin-password-7f3a"
+
+// gateway is an in-process Porthole server on a loopback port.
+type gateway struct {
+	URL    string
+	client *http.Client // logged in as admin
+}
+
+// startGateway runs server.New with SQLite in a temporary directory behind
+// httptest, logs an API client in as admin, and stops everything at cleanup.
+func startGateway(t *testing.T) *gateway {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv, err := server.New(ctx, server.Config{
+		DataDir:       t.TempDir(),
+		AdminPassword: adminPassword,
+		HelperPath:    portholeBin,
+		IdleTimeout:   time.Minute,
+		Logger:        logger,
+	})
+	if err != nil {
+		cancel()
+		t.Fatalf("server.New: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer scancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			t.Errorf("server shutdown: %v", err)
+		}
+		ts.Close()
+		cancel()
+	})
+	jar, _ := cookiejar.New(nil)
+	g := &gateway{URL: ts.URL, client: &http.Client{Jar: jar, Timeout: 60 * time.Second}}
+	g.call(t, "POST", "/api/session", api.LoginRequest{Username: "admin", Password: adminPassword}, http.StatusOK, nil)
+	return g
+}
+
+// call does one JSON API request and decodes the answer into out.
+func (g *gateway) call(t *testing.T, method, path string, body any, want int, out any) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, g.URL+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", g.URL)
+	resp, err := g.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
+		}
+	}
+}
+
+// createAgent makes a bwrap agent owned by admin.
+func (g *gateway) createAgent(t *testing.T, name string) api.Agent {
+	t.Helper()
+	var a api.Agent
+	g.call(t, "POST", "/api/agents", api.CreateAgentRequest{
+		Name:    name,
+		Backend: api.Backend{Type: api.BackendBwrap, Network: api.NetworkNone},
+		Share:   api.LevelNone,
+	}, http.StatusCreated, &a)
+	if a.ID == "" {
+		t.Fatalf("created agent has no id: %+v", a)
+	}
+	return a
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// browser is a headless Chromium; its console goes to the test log on failure.
+type browser struct {
+	ctx     context.Context
+	mu      sync.Mutex
+	console []string
+}
+
+// startBrowser launches headless Chromium; it ends at cleanup.
+func startBrowser(t *testing.T) *browser {
+	t.Helper()
+	chromium := testenv.LookPath(t, "chromium")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true), // root on CI machines
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.WindowSize(1280, 800),
+	)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); acancel() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	b := &browser{ctx: ctx}
+	b.watchConsole(t, ctx, "desktop")
+	return b
+}
+
+// watchConsole records tab's console messages and shows them if the test fails.
+// The goroutine ends when the tab's context ends.
+func (b *browser) watchConsole(t *testing.T, ctx context.Context, tab string) {
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.console = append(b.console, tab+": "+m.String())
+			b.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			t.Logf("browser console:\n%s", strings.Join(b.console, "\n"))
+		}
+	})
+}
+
+// do runs steps with a timeout, failing the test with what was being done.
+func do(t *testing.T, ctx context.Context, what string, timeout time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(tctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(tctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitJS polls a JavaScript condition until it is true; on timeout it fails
+// with the terminal screens' text, which is what a person would have seen.
+func waitJS(t *testing.T, ctx context.Context, what, cond string, timeout time.Duration) {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := chromedp.Run(tctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		screens := eval[string](t, ctx, screensJS)
+		t.Fatalf("%s: %v\nterminal screens:\n%s", what, err, screens)
+	}
+}
+
+// screensJS is the text of every xterm.js screen (terminal.js exposes the handles for tests).
+const screensJS = `(window.porthole && porthole.term ? porthole.term.all().map(h => h.text().replace(/\n+$/, "")).join("\n----\n") : "(terminal.js not loaded)")`
+
+// lineJS is true when some screen has a line that is exactly s (after trimming).
+func lineJS(s string) string {
+	q, _ := json.Marshal(s)
+	return fmt.Sprintf(`window.porthole && porthole.term.all().some(h => h.text().split("\n").some(l => l.trim() === %s))`, q)
+}
+
+// promptJS is true once the active screen shows a shell prompt.
+const promptJS = `window.porthole && porthole.term.all().some(h => /[$#] *$/m.test(h.text()))`
+
+// login logs the browser in through the login form.
+func login(t *testing.T, ctx context.Context, baseURL string) {
+	t.Helper()
+	do(t, ctx, "log in", 60*time.Second,
+		chromedp.Navigate(baseURL+"/login"),
+		chromedp.WaitVisible(chromedp.ID("username")),
+		chromedp.SendKeys(chromedp.ID("username"), "admin"),
+		chromedp.SendKeys(chromedp.ID("password"), adminPassword),
+		chromedp.Click(chromedp.ID("login-submit")),
+	)
+	waitJS(t, ctx, "leave the login page", `location.pathname !== "/login"`, 30*time.Second)
+}
+
+// typeInto focuses the active terminal and types keys as real key events.
+func typeInto(t *testing.T, ctx context.Context, keys string) {
+	t.Helper()
+	eval[chromedp.Void](t, ctx, `porthole.term.all().find(h => h.term.element.offsetParent !== null).focus()`)
+	do(t, ctx, fmt.Sprintf("type %q", keys), 20*time.Second, chromedp.KeyEvent(keys))
+}
+
+func TestTerminalInBrowser(t *testing.T) {
+	testenv.LookPath(t, "bwrap")
+	g := startGateway(t)
+	agent := g.createAgent(t, "e2e-terminal")
+	b := startBrowser(t)
+	ctx := b.ctx
+
+	login(t, ctx, g.URL)
+	do(t, ctx, "open the agent's terminal", 30*time.Second,
+		chromedp.Navigate(g.URL+"/agents/"+agent.ID+"?tab=terminal"),
+		chromedp.WaitVisible(chromedp.CSS(".terminal-screens .porthole-xterm .xterm-screen")),
+	)
+	waitJS(t, ctx, "a shell prompt on the screen", promptJS, 60*time.Second)
+
+	typeInto(t, ctx, "echo porthole-$((6*7))\n")
+	waitJS(t, ctx, "read porthole-42 from the xterm.js screen", lineJS("porthole-42"), 20*time.Second)
+
+	// The screen fits its container: more than xterm.js's default 80×24 at 1280×800.
+	size := eval[struct{ Cols, Rows int }](t, ctx, `(s => ({Cols: s.cols, Rows: s.rows}))(porthole.term.all()[0].size())`)
+	if size.Cols <= 80 || size.Rows < 10 {
+		t.Errorf("terminal size at 1280x800 = %dx%d, want fitted to the container (more than 80 columns)", size.Cols, size.Rows)
+	}
+	// The PTY got that size: stty reports it.
+	typeInto(t, ctx, "stty size\n")
+	waitJS(t, ctx, "stty size reports the fitted size", lineJS(fmt.Sprintf("%d %d", size.Rows, size.Cols)), 20*time.Second)
+
+	// A desktop has no special-keys bar.
+	if visible := eval[bool](t, ctx, keysBarVisibleJS); visible {
+		t.Errorf("special-keys bar visible at 1280x800 with a mouse, want hidden")
+	}
+
+	t.Run("phone", func(t *testing.T) {
+		// A second tab of the same browser (same session cookie) as a phone.
+		pctx, cancel := chromedp.NewContext(ctx)
+		defer cancel()
+		b.watchConsole(t, pctx, "phone")
+		do(t, pctx, "open the terminal as a phone", 30*time.Second,
+			chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch),
+			chromedp.Navigate(g.URL+"/agents/"+agent.ID+"?tab=terminal"),
+			chromedp.WaitVisible(chromedp.CSS(".terminal-keys .terminal-key")),
+		)
+		if !eval[bool](t, pctx, keysBarVisibleJS) {
+			t.Fatalf("special-keys bar not visible at 390x844 with touch")
+		}
+		labels := eval[[]string](t, pctx, `[...document.querySelectorAll(".terminal-keys .terminal-key")].map(b => b.textContent)`)
+		want := []string{"Esc", "Tab", "Ctrl", "Alt", "←", "↑", "↓", "→", "|", "~", "/"}
+		if !reflect.DeepEqual(labels, want) {
+			t.Errorf("special keys = %q, want %q", labels, want)
+		}
+		// The late joiner sees the scrollback.
+		waitJS(t, pctx, "the phone sees earlier output", lineJS("porthole-42"), 30*time.Second)
+
+		// Sticky Ctrl: tap it, then the next key from the keyboard is Ctrl+key.
+		// If ^C did not reach the shell, sleep would hold the prompt for 10 minutes.
+		typeInto(t, pctx, "sleep 600\n")
+		do(t, pctx, "tap Ctrl", 10*time.Second, chromedp.Tap(chromedp.CSS(`.terminal-key[data-key="ctrl"]`)))
+		waitJS(t, pctx, "Ctrl is armed", `!!document.querySelector('.terminal-key.armed[data-key="ctrl"]')`, 10*time.Second)
+		focused := eval[bool](t, pctx, `document.activeElement && document.activeElement.classList.contains("xterm-helper-textarea")`)
+		if !focused {
+			t.Errorf("after tapping Ctrl the terminal lost the focus (the soft keyboard would close)")
+		}
+		do(t, pctx, "type c", 10*time.Second, chromedp.KeyEvent("c"))
+		waitJS(t, pctx, "Ctrl is released after one key", `!document.querySelector('.terminal-key.armed')`, 10*time.Second)
+		typeInto(t, pctx, "echo after-$((1+1))\n")
+		waitJS(t, pctx, "Ctrl+C interrupted sleep and the next command ran", lineJS("after-2"), 20*time.Second)
+
+		// The bar's arrow key recalls the last command.
+		do(t, pctx, "tap ↑ then Enter", 10*time.Second, chromedp.Tap(chromedp.CSS(`.terminal-key[data-key="up"]`)))
+		typeInto(t, pctx, "\n")
+		waitJS(t, pctx, "↑ recalled the command", `porthole.term.all()[0].text().split("\n").filter(l => l.trim() === "after-2").length >= 2`, 20*time.Second)
+	})
+}
+
+// keysBarVisibleJS is true when the special-keys bar is laid out and on screen.
+const keysBarVisibleJS = `(() => {
+	const el = document.querySelector(".terminal-keys");
+	if (!el || el.hidden) return false;
+	const r = el.getBoundingClientRect();
+	return getComputedStyle(el).display !== "none" && r.width > 0 && r.height > 0 && r.bottom <= innerHeight + 1;
+})()`
