@@ -59,14 +59,15 @@ func visible(u api.User, a api.Agent) bool {
 func (s *Server) require(r rule) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			if r.anonymous {
+				// Not even a stale cookie may stand in the way of logging in.
+				return next(c)
+			}
 			p, err := s.authenticate(c)
 			if err != nil {
 				return err
 			}
 			if p == nil {
-				if r.anonymous {
-					return next(c)
-				}
 				return errorf(http.StatusUnauthorized, nil, "log in first (or send an agent token)")
 			}
 			if p.token != nil && !r.token {
