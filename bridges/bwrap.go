@@ -1,0 +1,320 @@
+package bridges
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/porthole/porthole/api"
+	"golang.org/x/sys/unix"
+)
+
+// Inside every bwrap jail the agent is uid/gid 1000 "agent" in its own user namespace,
+// whatever user the gateway runs as (root or an unprivileged user).
+const (
+	jailUID  = 1000
+	jailHome = "/home/agent"
+	shmBytes = 256 << 20 // size cap of the jail's /dev/shm
+)
+
+// etcReadOnly are the pieces of the host's /etc a jail sees (read-only, when present):
+// fonts, Chromium, TLS roots, alternatives' links, the dynamic linker cache, X keyboard data.
+var etcReadOnly = []string{
+	"/etc/alternatives",
+	"/etc/ca-certificates",
+	"/etc/chromium",
+	"/etc/chromium.d",
+	"/etc/fonts",
+	"/etc/ld.so.cache",
+	"/etc/localtime",
+	"/etc/mime.types",
+	"/etc/ssl",
+	"/etc/X11",
+}
+
+// etcNetwork are added only for network "full" (name resolution).
+var etcNetwork = []string{
+	"/etc/gai.conf",
+	"/etc/host.conf",
+	"/etc/resolv.conf",
+}
+
+// bwrapSpec is everything that determines a jail's argv.
+type bwrapSpec struct {
+	Helper     string          // host path of the helper binary, bound at HelperPathInJail
+	Home       string          // host path of the agent's home, bound at /home/agent
+	Network    string          // api.NetworkNone | api.NetworkFull
+	UsrLinks   map[string]bool // for /bin /sbin /lib /lib64: true = symlink into /usr (merged-usr host); false = ro-bind the dir
+	HelperArgs []string        // extra flags for `porthole helper` (rlimits)
+	// File descriptors (in the bwrap process) carrying generated files.
+	PasswdFD, GroupFD, HostsFD, NsswitchFD int
+}
+
+// bwrapArgs builds the exact bwrap argv (without argv[0]) for spec; it is golden-tested.
+func bwrapArgs(s bwrapSpec) []string {
+	a := []string{
+		"--unshare-all",
+		"--unshare-user", "--uid", strconv.Itoa(jailUID), "--gid", strconv.Itoa(jailUID),
+		"--disable-userns",
+		"--hostname", "porthole-agent",
+	}
+	if s.Network == api.NetworkFull {
+		a = append(a, "--share-net")
+	}
+	a = append(a,
+		"--die-with-parent",
+		"--new-session",
+		"--cap-drop", "ALL",
+		"--clearenv",
+		"--ro-bind", "/usr", "/usr",
+	)
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64"} {
+		link, ok := s.UsrLinks[d]
+		switch {
+		case !ok:
+		case link:
+			a = append(a, "--symlink", "usr"+d, d)
+		default:
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	etc := etcReadOnly
+	if s.Network == api.NetworkFull {
+		etc = append(append([]string(nil), etcReadOnly...), etcNetwork...)
+	}
+	for _, p := range etc {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	a = append(a,
+		"--perms", "0644", "--ro-bind-data", strconv.Itoa(s.PasswdFD), "/etc/passwd",
+		"--perms", "0644", "--ro-bind-data", strconv.Itoa(s.GroupFD), "/etc/group",
+		"--perms", "0644", "--ro-bind-data", strconv.Itoa(s.HostsFD), "/etc/hosts",
+		"--perms", "0644", "--ro-bind-data", strconv.Itoa(s.NsswitchFD), "/etc/nsswitch.conf",
+		"--proc", "/proc",
+		"--dev", "/dev",
+		"--perms", "1777", "--size", strconv.Itoa(shmBytes), "--tmpfs", "/dev/shm",
+		"--perms", "1777", "--tmpfs", "/tmp",
+		"--perms", "1777", "--tmpfs", "/var/tmp",
+		"--perms", "0755", "--tmpfs", "/run",
+		"--bind", s.Home, jailHome,
+		"--ro-bind", s.Helper, HelperPathInJail,
+		"--chdir", jailHome,
+	)
+	for _, kv := range sandboxEnv(jailHome) {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	a = append(a, "--", HelperPathInJail, "helper")
+	return append(a, s.HelperArgs...)
+}
+
+// Generated /etc files of a jail: only the agent and root exist.
+const (
+	jailPasswd   = "root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:1000:1000:agent:/home/agent:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	jailGroup    = "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n"
+	jailHosts    = "127.0.0.1\tlocalhost porthole-agent\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	jailNsswitch = "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
+)
+
+// hostUsrLinks looks at how the host lays out /bin /sbin /lib /lib64.
+func hostUsrLinks() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64"} {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if t, err := os.Readlink(d); err == nil && strings.TrimPrefix(t, "/") == "usr"+d {
+				m[d] = true
+				continue
+			}
+		}
+		m[d] = false
+	}
+	return m
+}
+
+// bwrapLauncher runs the helper in a bubblewrap jail.
+type bwrapLauncher struct {
+	bwrap  string // configured path; "" = look up "bwrap" in PATH at each launch
+	helper string
+	cg     *cgroups // nil = rlimits
+	logger *slog.Logger
+}
+
+func (l *bwrapLauncher) Backend() string { return api.BackendBwrap }
+func (l *bwrapLauncher) Close() error    { return nil }
+
+func (l *bwrapLauncher) lookBwrap() (string, error) {
+	name := l.bwrap
+	if name == "" {
+		name = "bwrap"
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", unavailable(api.BackendBwrap, "bubblewrap not found (%v); install the bubblewrap package", err)
+	}
+	return p, nil
+}
+
+// limitsDetail says which resource limits are in force.
+func (l *bwrapLauncher) limitsDetail() string {
+	if l.cg != nil {
+		return "limits: cgroup v1 (pids, memory, cpu) under " + l.cg.describe()
+	}
+	return "limits: rlimit (nproc per jail, data per process; cpu not limited: no delegated cgroup)"
+}
+
+func (l *bwrapLauncher) Probe(ctx context.Context) ProbeResult {
+	r := ProbeResult{Backend: api.BackendBwrap}
+	bw, err := l.lookBwrap()
+	if err != nil {
+		r.Detail = err.Error()
+		return r
+	}
+	if _, err := os.Stat(l.helper); err != nil {
+		r.Detail = unavailable(api.BackendBwrap, "helper binary: %v", err).Error()
+		return r
+	}
+	// A real, minimal jail with the same namespaces as an agent's.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	args := []string{"--unshare-all", "--unshare-user", "--uid", strconv.Itoa(jailUID), "--gid", strconv.Itoa(jailUID),
+		"--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
+		"--ro-bind", "/usr", "/usr"}
+	for d, link := range hostUsrLinks() {
+		if link {
+			args = append(args, "--symlink", "usr"+d, d)
+		} else {
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/true")
+	cmd := exec.CommandContext(ctx, bw, args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		r.Detail = unavailable(api.BackendBwrap, "cannot create a jail (user namespaces blocked?): %v: %s", err, strings.TrimSpace(stderr.String())).Error()
+		return r
+	}
+	r.OK = true
+	r.Detail = l.limitsDetail()
+	return r
+}
+
+func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, error) {
+	bw, err := l.lookBwrap()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(l.helper); err != nil {
+		return nil, unavailable(api.BackendBwrap, "helper binary: %v", err)
+	}
+	files, err := memFiles(jailPasswd, jailGroup, jailHosts, jailNsswitch)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap: %w", err)
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	bs := bwrapSpec{
+		Helper:   l.helper,
+		Home:     spec.Home,
+		Network:  spec.Backend.Network,
+		UsrLinks: hostUsrLinks(),
+		// ExtraFiles[i] is fd 3+i in bwrap.
+		PasswdFD: 3, GroupFD: 4, HostsFD: 5, NsswitchFD: 6,
+	}
+	var argv []string
+	if l.cg != nil {
+		procs, err := l.cg.setup(spec.ID, spec.Limits)
+		if err != nil {
+			return nil, unavailable(api.BackendBwrap, "cgroups: %v", err)
+		}
+		argv = []string{l.helper, "helper", "cgexec"}
+		for _, p := range procs {
+			argv = append(argv, "--procs", p)
+		}
+		argv = append(argv, "--", bw)
+	} else {
+		bs.HelperArgs = []string{
+			"--rlimit-nproc", strconv.Itoa(spec.Limits.Pids),
+			"--rlimit-data", strconv.FormatInt(spec.Limits.MemoryMiB<<20, 10),
+		}
+		argv = []string{bw}
+	}
+	// The jail's argv goes through an fd (--args): /proc/1/cmdline inside the jail would otherwise
+	// show the host paths of the agent's home and the helper.
+	// (bwrap reads options from it; the command stays on the real argv.)
+	full := bwrapArgs(bs)
+	sep := slices.Index(full, "--")
+	opts, command := full[:sep], full[sep:]
+	argFile, err := memFiles(strings.Join(opts, "\x00") + "\x00")
+	if err != nil {
+		return nil, fmt.Errorf("bwrap: %w", err)
+	}
+	defer argFile[0].Close()
+	files = append(files, argFile[0])
+	argv = append(argv, "--args", strconv.Itoa(3+len(files)-1))
+	argv = append(argv, command...)
+	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: []string{"PATH=/usr/bin:/bin"}, ExtraFiles: files}
+	// The gateway's death kills bwrap, and --die-with-parent then the jail (its pid namespace).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p, err := startCmd(cmd, "bwrap", nil)
+	if err != nil {
+		return nil, unavailable(api.BackendBwrap, "start %s: %v", bw, err)
+	}
+	return p, nil
+}
+
+func (l *bwrapLauncher) Forget(ctx context.Context, agentID string) error {
+	if l.cg != nil {
+		return l.cg.remove(agentID)
+	}
+	return nil
+}
+
+// memFiles returns unlinked read-only files holding each content (passed to bwrap as fds).
+func memFiles(contents ...string) ([]*os.File, error) {
+	var fs []*os.File
+	for _, c := range contents {
+		fd, err := memfdCreate("porthole-etc")
+		if err != nil {
+			for _, f := range fs {
+				f.Close()
+			}
+			return nil, err
+		}
+		f := os.NewFile(uintptr(fd), "porthole-etc")
+		if _, err := f.WriteString(c); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("write generated file: %w", err)
+		}
+		if _, err := f.Seek(0, 0); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("seek generated file: %w", err)
+		}
+		fs = append(fs, f)
+	}
+	return fs, nil
+}
+
+func memfdCreate(name string) (int, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("memfd_create: %w", err)
+	}
+	return fd, nil
+}

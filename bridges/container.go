@@ -1,0 +1,348 @@
+package bridges
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"github.com/porthole/porthole/api"
+)
+
+// Container labels.
+const (
+	LabelAgent   = "porthole.agent"
+	LabelGateway = "porthole.gateway"
+	labelSpec    = "porthole.spec" // what the container was created with; another spec recreates it
+)
+
+// containerLauncher runs one long-lived container per agent through the Docker Engine API
+// (podman's compatible API works) and starts the helper in it with an exec whose attached
+// stdio carries the session.
+type containerLauncher struct {
+	engine   string // unix:///… ; "" = DOCKER_HOST or the default
+	image    string // default image
+	helper   string
+	instance string
+	logger   *slog.Logger
+
+	mu         sync.Mutex
+	cli        *client.Client
+	reconciled bool
+}
+
+func (l *containerLauncher) Backend() string { return api.BackendContainer }
+
+// ContainerName is the name of an agent's container for a gateway instance.
+func ContainerName(instance, agentID string) string { return "porthole-" + instance + "-" + agentID }
+
+func (l *containerLauncher) client() (*client.Client, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cli != nil {
+		return l.cli, nil
+	}
+	opts := []client.Opt{client.FromEnv}
+	if l.engine != "" {
+		opts = append(opts, client.WithHost(l.engine))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, unavailable(api.BackendContainer, "engine client for %q: %v", l.engineName(), err)
+	}
+	l.cli = cli
+	return cli, nil
+}
+
+func (l *containerLauncher) engineName() string {
+	if l.engine != "" {
+		return l.engine
+	}
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return h
+	}
+	return client.DefaultDockerHost
+}
+
+// ping checks the engine answers; the error names it.
+func (l *containerLauncher) ping(ctx context.Context) (*client.Client, error) {
+	cli, err := l.client()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return nil, unavailable(api.BackendContainer, "container engine %s is not reachable: %v", l.engineName(), err)
+	}
+	return cli, nil
+}
+
+func (l *containerLauncher) imageFor(b api.Backend) string {
+	if b.Image != "" {
+		return b.Image
+	}
+	return l.image
+}
+
+func (l *containerLauncher) Probe(ctx context.Context) ProbeResult {
+	r := ProbeResult{Backend: api.BackendContainer}
+	cli, err := l.ping(ctx)
+	if err != nil {
+		r.Detail = err.Error()
+		return r
+	}
+	if _, err := cli.ImageInspect(ctx, l.image); err != nil {
+		r.Detail = unavailable(api.BackendContainer, "image %q: %v (build it with build/agent-image/build.sh)", l.image, err).Error()
+		return r
+	}
+	if _, err := os.Stat(l.helper); err != nil {
+		r.Detail = unavailable(api.BackendContainer, "helper binary: %v", err).Error()
+		return r
+	}
+	r.OK = true
+	r.Detail = fmt.Sprintf("engine %s, image %s; limits: engine (pids, memory, cpu)", l.engineName(), l.image)
+	return r
+}
+
+// Reconcile stops and removes every container labelled for this gateway instance: they are left
+// over from a previous gateway process (a killed one leaves its agents' containers running).
+func (l *containerLauncher) Reconcile(ctx context.Context) (int, error) {
+	cli, err := l.ping(ctx)
+	if err != nil {
+		return 0, err
+	}
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{
+		All:     true,
+		Filters: make(client.Filters).Add("label", LabelGateway+"="+l.instance),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("container backend: list leftovers: %w", err)
+	}
+	var errs []error
+	for _, c := range list.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove leftover container %s: %w", c.ID[:12], err))
+		}
+	}
+	l.mu.Lock()
+	l.reconciled = true
+	l.mu.Unlock()
+	return len(list.Items), errors.Join(errs...)
+}
+
+func (l *containerLauncher) specLabel(spec AgentSpec, image string) string {
+	return fmt.Sprintf("image=%s net=%s pids=%d mem=%d cpu=%d home=%s helper=%s",
+		image, spec.Backend.Network, spec.Limits.Pids, spec.Limits.MemoryMiB, spec.Limits.CPUPct, spec.Home, l.helper)
+}
+
+// ensure returns the id of the agent's running container, creating/starting it as needed.
+func (l *containerLauncher) ensure(ctx context.Context, cli *client.Client, spec AgentSpec) (string, error) {
+	name := ContainerName(l.instance, spec.ID)
+	image := l.imageFor(spec.Backend)
+	want := l.specLabel(spec, image)
+	insp, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	switch {
+	case err == nil:
+		c := insp.Container
+		if c.Config != nil && c.Config.Labels[labelSpec] == want {
+			if c.State != nil && c.State.Running {
+				return c.ID, nil
+			}
+			if _, err := cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err == nil {
+				return c.ID, nil
+			}
+		}
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return "", fmt.Errorf("container backend: replace %s: %w", name, err)
+		}
+	case !cerrdefs.IsNotFound(err):
+		return "", unavailable(api.BackendContainer, "inspect %s: %v", name, err)
+	}
+	if _, err := cli.ImageInspect(ctx, image); err != nil {
+		return "", unavailable(api.BackendContainer, "image %q: %v", image, err)
+	}
+	network := "none"
+	if spec.Backend.Network == api.NetworkFull {
+		network = "bridge"
+	}
+	pids := int64(spec.Limits.Pids)
+	hc := &container.HostConfig{
+		Binds: []string{
+			spec.Home + ":" + jailHome + ":rw",
+			l.helper + ":" + HelperPathInJail + ":ro",
+		},
+		NetworkMode:    container.NetworkMode(network),
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		ReadonlyRootfs: true,
+		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=1g", "/var/tmp": "rw,nosuid,nodev,mode=1777", "/run": "rw,nosuid,nodev,mode=755"},
+		ShmSize:        shmBytes,
+		Resources: container.Resources{
+			PidsLimit: &pids,
+			Memory:    spec.Limits.MemoryMiB << 20,
+			NanoCPUs:  int64(spec.Limits.CPUPct) * 10_000_000,
+			// Explicit: podman otherwise copies the engine's own (huge) limits.
+			Ulimits: []*container.Ulimit{
+				{Name: "nofile", Soft: 4096, Hard: 4096},
+				{Name: "nproc", Soft: int64(spec.Limits.Pids), Hard: int64(spec.Limits.Pids)},
+			},
+		},
+	}
+	cfg := &container.Config{
+		Image:      image,
+		Hostname:   "porthole-agent",
+		Cmd:        []string{HelperPathInJail, "helper", "init"},
+		Env:        sandboxEnv(jailHome),
+		WorkingDir: jailHome,
+		User:       "0:0",
+		Labels: map[string]string{
+			LabelAgent:   spec.ID,
+			LabelGateway: l.instance,
+			labelSpec:    want,
+		},
+	}
+	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
+	if err != nil {
+		return "", unavailable(api.BackendContainer, "create %s: %v", name, err)
+	}
+	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		cli.ContainerRemove(context.WithoutCancel(ctx), created.ID, client.ContainerRemoveOptions{Force: true})
+		return "", unavailable(api.BackendContainer, "start %s: %v", name, err)
+	}
+	return created.ID, nil
+}
+
+func (l *containerLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, error) {
+	cli, err := l.ping(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	reconciled := l.reconciled
+	l.mu.Unlock()
+	if !reconciled {
+		if n, err := l.Reconcile(ctx); err != nil {
+			return nil, err
+		} else if n > 0 {
+			l.logger.Info("removed leftover containers", "count", n)
+		}
+	}
+	if _, err := os.Stat(l.helper); err != nil {
+		return nil, unavailable(api.BackendContainer, "helper binary: %v", err)
+	}
+	id, err := l.ensure(ctx, cli, spec)
+	if err != nil {
+		return nil, err
+	}
+	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		Cmd:          []string{HelperPathInJail, "helper", "--kill-all-on-exit"},
+		Env:          sandboxEnv(jailHome),
+		WorkingDir:   jailHome,
+		User:         "0:0",
+	})
+	if err != nil {
+		return nil, unavailable(api.BackendContainer, "exec in %s: %v", id[:12], err)
+	}
+	att, err := cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, unavailable(api.BackendContainer, "attach exec in %s: %v", id[:12], err)
+	}
+	return newExecProcess(att.HijackedResponse, fmt.Sprintf("container %s exec %s", ContainerName(l.instance, spec.ID), ex.ID[:12])), nil
+}
+
+// newExecProcess turns a hijacked exec connection into a Process: stdin is written raw; stdout
+// and stderr come multiplexed (8-byte stdcopy headers, Tty=false) and are split here, stdout to
+// the session, stderr to the captured tail.
+func newExecProcess(h client.HijackedResponse, desc string) *Process {
+	p := &Process{Desc: desc, stderr: newTailBuffer(8 << 10), done: make(chan struct{})}
+	pr, pw := io.Pipe()
+	p.Pipe = &hijackedPipe{r: pr, h: h}
+	var once sync.Once
+	p.kill = func() { once.Do(func() { h.Close() }) }
+	go func() { // owner: the Process; exits when the engine ends the exec's output (helper exited or connection closed)
+		var err error
+		if mt, ok := h.MediaType(); ok && strings.Contains(mt, "raw-stream") {
+			_, err = io.Copy(pw, h.Reader)
+		} else {
+			_, err = stdcopy.StdCopy(pw, p.stderr, h.Reader)
+		}
+		if err == nil {
+			err = errors.New("helper exited")
+		} else {
+			err = fmt.Errorf("helper stream: %w", err)
+		}
+		if s := strings.TrimSpace(p.stderr.String()); s != "" {
+			err = fmt.Errorf("%w; stderr: %s", err, lastLines(s, 5))
+		}
+		p.err = err
+		pw.CloseWithError(io.EOF)
+		h.Close()
+		close(p.done)
+	}()
+	return p
+}
+
+type hijackedPipe struct {
+	r *io.PipeReader
+	h client.HijackedResponse
+}
+
+func (c *hijackedPipe) Read(b []byte) (int, error)  { return c.r.Read(b) }
+func (c *hijackedPipe) Write(b []byte) (int, error) { return c.h.Conn.Write(b) }
+func (c *hijackedPipe) Close() error {
+	c.h.CloseWrite()
+	c.r.Close()
+	return nil
+}
+
+func (l *containerLauncher) Forget(ctx context.Context, agentID string) error {
+	cli, err := l.ping(ctx)
+	if err != nil {
+		return err
+	}
+	name := ContainerName(l.instance, agentID)
+	if _, err := cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("container backend: remove %s: %w", name, err)
+	}
+	return nil
+}
+
+// stop stops (without removing) the agent's container; its home stays on the host.
+func (l *containerLauncher) stop(ctx context.Context, agentID string) error {
+	l.mu.Lock()
+	cli := l.cli
+	l.mu.Unlock()
+	if cli == nil {
+		return nil
+	}
+	zero := 0
+	_, err := cli.ContainerStop(ctx, ContainerName(l.instance, agentID), client.ContainerStopOptions{Timeout: &zero})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("container backend: stop: %w", err)
+	}
+	return nil
+}
+
+func (l *containerLauncher) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cli != nil {
+		err := l.cli.Close()
+		l.cli = nil
+		return err
+	}
+	return nil
+}
