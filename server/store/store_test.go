@@ -35,7 +35,7 @@ type testDB struct {
 }
 
 // newTestDB creates a fresh database of the given kind.
-func newTestDB(t *testing.T, kind string) testDB {
+func newTestDB(t testing.TB, kind string) testDB {
 	t.Helper()
 	if kind == KindSQLite {
 		return testDB{kind: kind, dataDir: filepath.Join(t.TempDir(), "data")}
