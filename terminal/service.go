@@ -4,22 +4,64 @@ package terminal
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/porthole/porthole/api"
 )
 
-// Config configures the gateway side of the terminal surface. TODO(terminal helper): implement.
+// Config configures the gateway side of the terminal surface. Zero fields take the defaults.
 type Config struct {
 	Scrollback  int           // bytes of scrollback per terminal (default 1 MiB)
 	IdleTimeout time.Duration // a terminal with no attached client ends after this long (0 = never)
 	MaxPerAgent int           // open terminals per agent (default 8)
 	MaxTotal    int           // open terminals per server (default 64)
 	Logger      *slog.Logger
+
+	// Window is the flow-control window: bytes of Output a client may have unacknowledged
+	// per terminal (default 256 KiB).
+	Window int
+	// HighWater: the gateway stops reading a terminal's helper stream while the fastest
+	// attached client is more than this many bytes behind (default 512 KiB, at most Scrollback).
+	HighWater int
 }
+
+// Defaults.
+const (
+	DefaultScrollback  = 1 << 20
+	DefaultMaxPerAgent = 8
+	DefaultMaxTotal    = 64
+	DefaultWindow      = 256 << 10
+	DefaultHighWater   = 512 << 10
+)
+
+const (
+	maxOutputFrame = 64 << 10 // bytes of data per Output frame
+	ctrlQueueMax   = 4096     // queued control frames before a client counts as too slow
+	pingEvery      = 20 * time.Second
+	readTimeout    = 60 * time.Second
+	writeTimeout   = 30 * time.Second
+	openTimeout    = 60 * time.Second
+	modeNoteEvery  = time.Second
+	readLimit      = MaxInputLen + 64
+)
+
+// Sentinel errors.
+var (
+	// ErrClosed: the service was closed.
+	ErrClosed = errors.New("terminal service closed")
+	// ErrSlow: a client fell ctrlQueueMax control frames behind and was dropped.
+	ErrSlow = errors.New("terminal client too slow")
+	// ErrHelperExited is the Exit reason when the agent's helper died.
+	ErrHelperExited = errors.New("agent helper exited")
+)
 
 // OpenFunc opens a terminal stream to the agent's helper (bridges.Manager.Conn + Open(StreamTerminal)).
 type OpenFunc func(ctx context.Context, agent api.Agent) (net.Conn, error)
@@ -32,21 +74,302 @@ type Viewer struct {
 }
 
 // Service is the gateway side: terminals of all agents, their scrollback and their viewers.
-type Service struct{}
+type Service struct {
+	cfg    Config
+	open   OpenFunc
+	log    *slog.Logger
+	ctx    context.Context // ends at Close
+	cancel context.CancelCauseFunc
 
-func NewService(cfg Config, open OpenFunc) *Service { panic("TODO") }
+	mu     sync.Mutex
+	agents map[string]*agentTerms
+	total  int // open and opening terminals
+	nextID uint32
+	closed bool
 
-// Serve runs one client's WebSocket until it closes or ctx ends; the server has already
-// authenticated, authorized and upgraded it. It is the only writer of ws.
-func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent, v Viewer) error {
-	panic("TODO")
+	wg sync.WaitGroup // terminal reader goroutines
+}
+
+// agentTerms is one agent's terminals and connected sessions (guarded by Service.mu).
+type agentTerms struct {
+	terms    map[uint32]*term
+	opening  int
+	sessions map[*session]struct{}
+}
+
+// NewService returns a Service that opens helper streams with open.
+func NewService(cfg Config, open OpenFunc) *Service {
+	if cfg.Scrollback <= 0 {
+		cfg.Scrollback = DefaultScrollback
+	}
+	if cfg.MaxPerAgent <= 0 {
+		cfg.MaxPerAgent = DefaultMaxPerAgent
+	}
+	if cfg.MaxTotal <= 0 {
+		cfg.MaxTotal = DefaultMaxTotal
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.HighWater <= 0 {
+		cfg.HighWater = DefaultHighWater
+	}
+	cfg.HighWater = min(cfg.HighWater, cfg.Scrollback)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Service{
+		cfg: cfg, open: open, log: cfg.Logger.With("surface", "terminal"),
+		ctx: ctx, cancel: cancel,
+		agents: map[string]*agentTerms{},
+	}
+}
+
+func (s *Service) agentLocked(id string) *agentTerms {
+	a := s.agents[id]
+	if a == nil {
+		a = &agentTerms{terms: map[uint32]*term{}, sessions: map[*session]struct{}{}}
+		s.agents[id] = a
+	}
+	return a
+}
+
+func (s *Service) gcAgentLocked(id string) {
+	if a := s.agents[id]; a != nil && len(a.terms) == 0 && a.opening == 0 && len(a.sessions) == 0 {
+		delete(s.agents, id)
+	}
+}
+
+// broadcast queues a frame to every session of an agent.
+func (s *Service) broadcast(agentID string, frame []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.agents[agentID]; a != nil {
+		for sess := range a.sessions {
+			sess.queue(frame)
+		}
+	}
+}
+
+// list returns the agent's terminals, by id.
+func (s *Service) list(agentID string) List {
+	s.mu.Lock()
+	var ts []*term
+	if a := s.agents[agentID]; a != nil {
+		for _, t := range a.terms {
+			ts = append(ts, t)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(ts, func(a, b *term) int { return int(a.id) - int(b.id) })
+	l := List{Terminals: []TermInfo{}}
+	for _, t := range ts {
+		l.Terminals = append(l.Terminals, t.info())
+	}
+	return l
+}
+
+func (s *Service) broadcastList(agentID string) { s.broadcast(agentID, Encode(s.list(agentID))) }
+
+// lookup finds an agent's terminal.
+func (s *Service) lookup(agentID string, id uint32) *term {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.agents[agentID]; a != nil {
+		return a.terms[id]
+	}
+	return nil
+}
+
+// limitError says which cap an Open hit.
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string { return e.msg }
+
+// reserve counts an opening terminal against the caps.
+func (s *Service) reserve(agentID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	a := s.agentLocked(agentID)
+	if n := len(a.terms) + a.opening; n >= s.cfg.MaxPerAgent {
+		return &limitError{fmt.Sprintf("terminal limit reached: this agent already has %d open terminals (max %d per agent); close one first", n, s.cfg.MaxPerAgent)}
+	}
+	if s.total >= s.cfg.MaxTotal {
+		return &limitError{fmt.Sprintf("terminal limit reached: the server has %d open terminals (max %d per server)", s.total, s.cfg.MaxTotal)}
+	}
+	a.opening++
+	s.total++
+	return nil
+}
+
+func (s *Service) unreserve(agentID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agentLocked(agentID)
+	a.opening--
+	s.total--
+	s.gcAgentLocked(agentID)
+}
+
+// startTerm opens a helper stream and starts a shell of the given size; the caller has reserved.
+func (s *Service) startTerm(ctx context.Context, agent api.Agent, cols, rows uint16, by string) (*term, error) {
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	stream, err := s.open(ctx, agent)
+	if err != nil {
+		return nil, fmt.Errorf("open terminal stream: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { stream.SetDeadline(time.Now()) })
+	rd := newHReader(stream)
+	_, err = stream.Write(appendHFrame(nil, hStart, sizePayload(cols, rows)))
+	var typ byte
+	var p []byte
+	if err == nil {
+		typ, p, err = rd.next()
+	}
+	if !stop() {
+		err = fmt.Errorf("start terminal: %w", context.Cause(ctx))
+	}
+	stream.SetDeadline(time.Time{})
+	if err == nil {
+		switch {
+		case typ == hError && len(p) >= 2:
+			err = fmt.Errorf("start terminal: %s", p[2:])
+		case typ != hStarted || len(p) != 4:
+			err = fmt.Errorf("start terminal: unexpected reply type %d from the helper", typ)
+		}
+	} else {
+		err = fmt.Errorf("start terminal: %w", err)
+	}
+	if err != nil {
+		stream.Close()
+		return nil, err
+	}
+	s.mu.Lock()
+	s.nextID++
+	id := s.nextID
+	s.mu.Unlock()
+	t := &term{
+		id: id, agentID: agent.ID, svc: s, stream: stream, rd: rd,
+		cols: cols, rows: rows,
+		log: s.log.With("agent", agent.ID, "terminal", id, "pid", binary.BigEndian.Uint32(p)),
+	}
+	t.cond.L = &t.mu
+	t.ring.size = s.cfg.Scrollback
+	t.log.Info("terminal opened", "by", by)
+	return t, nil
 }
 
 // CloseAgent ends every terminal of an agent (agent deleted or helper stopped).
-func (s *Service) CloseAgent(agentID string) { panic("TODO") }
+func (s *Service) CloseAgent(agentID string) {
+	s.mu.Lock()
+	var ts []*term
+	if a := s.agents[agentID]; a != nil {
+		for _, t := range a.terms {
+			ts = append(ts, t)
+		}
+	}
+	s.mu.Unlock()
+	for _, t := range ts {
+		t.finish(-1, "agent stopped", true)
+	}
+}
 
-// Close ends every terminal.
-func (s *Service) Close() { panic("TODO") }
+// Close ends every terminal and every session, and waits for the terminals' goroutines.
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	var ts []*term
+	for _, a := range s.agents {
+		for _, t := range a.terms {
+			ts = append(ts, t)
+		}
+	}
+	s.mu.Unlock()
+	for _, t := range ts {
+		t.finish(-1, "server shutting down", true)
+	}
+	s.cancel(ErrClosed)
+	s.wg.Wait()
+}
 
-// ServeHelperStream is the helper's (in-sandbox) handler of one terminal stream.
-func ServeHelperStream(ctx context.Context, stream net.Conn) { panic("TODO") }
+// Serve runs one client's WebSocket until it closes or ctx ends; the server has already
+// authenticated, authorized and upgraded it. It is the only writer of ws (through the
+// session's writer goroutine, which it owns and waits for). It returns nil when the
+// client closed normally.
+func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent, v Viewer) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopSvc := context.AfterFunc(s.ctx, func() { cancel(ErrClosed) })
+	defer stopSvc()
+
+	sess := &session{
+		svc: s, agent: agent, v: v, mode: ModeOf(v.Mode), ws: ws, cancel: cancel,
+		wake: make(chan struct{}, 1),
+		atts: map[uint32]*attachment{},
+		log:  s.log.With("agent", agent.ID, "viewer", v.ID),
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.agentLocked(agent.ID).sessions[sess] = struct{}{}
+	s.mu.Unlock()
+	defer sess.detachAll()
+
+	sess.queue(Encode(Hello{Version: ProtocolVersion, Mode: sess.mode, Window: uint32(s.cfg.Window), ViewerID: v.ID, ViewerName: v.Name}))
+	sess.queue(Encode(s.list(agent.ID)))
+
+	writerDone := make(chan struct{})
+	go func() { // owner: Serve, which waits for it; exits when ctx ends or a write fails
+		defer close(writerDone)
+		if err := sess.writeLoop(ctx); err != nil {
+			cancel(err)
+		}
+	}()
+	stopRead := context.AfterFunc(ctx, func() { ws.SetReadDeadline(time.Now()) })
+	defer stopRead()
+
+	ws.SetReadLimit(readLimit)
+	ws.SetReadDeadline(time.Now().Add(readTimeout))
+	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(readTimeout)) })
+	ws.SetPingHandler(func(data string) error {
+		sess.queuePong([]byte(data))
+		return ws.SetReadDeadline(time.Now().Add(readTimeout))
+	})
+	sess.log.Debug("terminal client connected", "mode", sess.mode)
+
+	var readErr error
+	for {
+		typ, data, err := ws.ReadMessage()
+		if err != nil {
+			readErr = err
+			break
+		}
+		ws.SetReadDeadline(time.Now().Add(readTimeout))
+		if typ != websocket.BinaryMessage {
+			sess.sendError(0, ErrCodeBadMessage, "text messages are not part of the terminal protocol; send binary frames")
+			continue
+		}
+		m, err := Decode(data)
+		if err != nil {
+			sess.sendError(0, ErrCodeBadMessage, err.Error())
+			continue
+		}
+		sess.handle(ctx, m)
+	}
+	if ctx.Err() == nil {
+		cancel(readErr)
+	}
+	<-writerDone
+	sess.log.Debug("terminal client disconnected", "cause", context.Cause(ctx))
+	if websocket.IsCloseError(readErr, websocket.CloseNormalClosure, websocket.CloseGoingAway) && context.Cause(ctx) == readErr {
+		return nil
+	}
+	return context.Cause(ctx)
+}

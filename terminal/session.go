@@ -1,0 +1,348 @@
+//go:build !js
+
+package terminal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/porthole/porthole/api"
+)
+
+// session is one client WebSocket. Its reader is Serve's goroutine; its only writer is writeLoop.
+type session struct {
+	svc    *Service
+	agent  api.Agent
+	v      Viewer
+	mode   Mode
+	ws     *websocket.Conn
+	cancel context.CancelCauseFunc
+	log    *slog.Logger
+	wake   chan struct{} // cap 1: "something to write"
+
+	mu    sync.Mutex
+	ctrl  [][]byte // control frames, in order
+	pongs [][]byte
+	atts  map[uint32]*attachment
+	order []*attachment // attachments in attach order, for round-robin
+}
+
+func (s *session) wakeup() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// queue adds a control frame; a client too far behind is dropped (memory stays bounded).
+func (s *session) queue(frame []byte) {
+	s.mu.Lock()
+	if len(s.ctrl) >= ctrlQueueMax {
+		s.mu.Unlock()
+		s.cancel(ErrSlow)
+		return
+	}
+	s.ctrl = append(s.ctrl, frame)
+	s.mu.Unlock()
+	s.wakeup()
+}
+
+func (s *session) queuePong(data []byte) {
+	s.mu.Lock()
+	if len(s.pongs) < 16 {
+		s.pongs = append(s.pongs, data)
+	}
+	s.mu.Unlock()
+	s.wakeup()
+}
+
+func (s *session) sendError(id uint32, code ErrCode, msg string) {
+	s.queue(Encode(ErrorMsg{ID: id, Code: code, Message: msg}))
+}
+
+// writeLoop is the WebSocket's only writer: control frames first, then output of the
+// attached terminals round-robin, one frame each per pass, within each one's window.
+func (s *session) writeLoop(ctx context.Context) error {
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
+	buf := make([]byte, 0, OutputHeaderLen+maxOutputFrame)
+	var atts []*attachment
+	rr := 0
+	write := func(typ int, b []byte) error {
+		s.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if typ == websocket.PongMessage {
+			return s.ws.WriteControl(typ, b, time.Now().Add(writeTimeout))
+		}
+		return s.ws.WriteMessage(typ, b)
+	}
+	for {
+		if ctx.Err() != nil {
+			s.closeWS(ctx)
+			return nil
+		}
+		s.mu.Lock()
+		ctrl, pongs := s.ctrl, s.pongs
+		s.ctrl, s.pongs = nil, nil
+		atts = append(atts[:0], s.order...)
+		s.mu.Unlock()
+
+		progress := false
+		for _, p := range pongs {
+			if err := write(websocket.PongMessage, p); err != nil {
+				return fmt.Errorf("write pong: %w", err)
+			}
+		}
+		for _, f := range ctrl {
+			if err := write(websocket.BinaryMessage, f); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+			progress = true
+		}
+		for i := range atts {
+			a := atts[(rr+i)%len(atts)]
+			frame, done := a.t.nextFrame(a, buf)
+			if frame == nil {
+				continue
+			}
+			if err := write(websocket.BinaryMessage, frame); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+			progress = true
+			if done {
+				s.drop(a)
+			}
+		}
+		if len(atts) > 0 {
+			rr = (rr + 1) % len(atts)
+		}
+		if progress {
+			continue
+		}
+		select {
+		case <-s.wake:
+		case <-ping.C:
+			if err := s.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)); err != nil {
+				return fmt.Errorf("write ping: %w", err)
+			}
+		case <-ctx.Done():
+		}
+	}
+}
+
+// closeWS sends a close frame saying why the server ends the connection (best effort).
+func (s *session) closeWS(ctx context.Context) {
+	cause := context.Cause(ctx)
+	code, text := websocket.CloseNormalClosure, ""
+	switch {
+	case errors.Is(cause, ErrClosed):
+		code, text = websocket.CloseGoingAway, "server shutting down"
+	case errors.Is(cause, ErrSlow):
+		code, text = websocket.ClosePolicyViolation, "client too slow"
+	}
+	s.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
+}
+
+// drop removes an attachment from the session (after its Exit, or on Detach).
+func (s *session) drop(a *attachment) {
+	s.mu.Lock()
+	if s.atts[a.t.id] == a {
+		delete(s.atts, a.t.id)
+	}
+	for i, o := range s.order {
+		if o == a {
+			s.order = append(s.order[:i:i], s.order[i+1:]...)
+			break
+		}
+	}
+	s.mu.Unlock()
+	a.t.detach(a)
+}
+
+func (s *session) detachAll() {
+	s.svc.mu.Lock()
+	if a := s.svc.agents[s.agent.ID]; a != nil {
+		delete(a.sessions, s)
+		s.svc.gcAgentLocked(s.agent.ID)
+	}
+	s.svc.mu.Unlock()
+	s.mu.Lock()
+	atts := s.order
+	s.order, s.atts = nil, map[uint32]*attachment{}
+	s.mu.Unlock()
+	for _, a := range atts {
+		a.t.detach(a)
+	}
+}
+
+func (s *session) attachment(id uint32) *attachment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.atts[id]
+}
+
+// noteWatching tells a watcher (at most once a second per terminal) that its input was dropped.
+func (s *session) noteWatching(id uint32) {
+	a := s.attachment(id)
+	if a != nil {
+		a.t.mu.Lock()
+		now := time.Now()
+		if now.Sub(a.lastNote) < modeNoteEvery {
+			a.t.mu.Unlock()
+			return
+		}
+		a.lastNote = now
+		a.t.mu.Unlock()
+	}
+	s.queue(Encode(ModeMsg{ID: id, Mode: ModeWatch}))
+}
+
+// handle acts on one client message.
+func (s *session) handle(ctx context.Context, m Message) {
+	switch m := m.(type) {
+	case Open:
+		s.openTerm(ctx, m)
+	case Attach:
+		t := s.svc.lookup(s.agent.ID, m.ID)
+		if t == nil {
+			s.sendError(m.ID, ErrCodeNotFound, fmt.Sprintf("terminal %d does not exist (it ended, or belongs to another agent)", m.ID))
+			return
+		}
+		s.attach(t, m.Since, m.Cols, m.Rows)
+	case Input:
+		if s.mode != ModeDrive {
+			s.noteWatching(m.ID)
+			return
+		}
+		t := s.svc.lookup(s.agent.ID, m.ID)
+		if t == nil {
+			s.sendError(m.ID, ErrCodeNotFound, fmt.Sprintf("terminal %d does not exist", m.ID))
+			return
+		}
+		if len(m.Data) == 0 {
+			return
+		}
+		if err := t.send(hInput, m.Data); err != nil {
+			s.sendError(m.ID, ErrCodeHelper, fmt.Sprintf("terminal %d: input not delivered: %v", m.ID, err))
+		}
+	case Resize:
+		if s.mode != ModeDrive {
+			s.noteWatching(m.ID)
+			return
+		}
+		a := s.attachment(m.ID)
+		if a == nil {
+			s.sendError(m.ID, ErrCodeNotFound, fmt.Sprintf("terminal %d: attach before resizing", m.ID))
+			return
+		}
+		cols, rows := ClampSize(m.Cols, m.Rows)
+		a.t.mu.Lock()
+		a.cols, a.rows = cols, rows
+		a.t.mu.Unlock()
+		a.t.resizeToDrivers()
+	case CloseTerminal:
+		if s.mode != ModeDrive {
+			s.noteWatching(m.ID)
+			return
+		}
+		t := s.svc.lookup(s.agent.ID, m.ID)
+		if t == nil {
+			s.sendError(m.ID, ErrCodeNotFound, fmt.Sprintf("terminal %d does not exist", m.ID))
+			return
+		}
+		t.finish(-1, "closed by "+s.v.Name, true)
+	case ListRequest:
+		s.queue(Encode(s.svc.list(s.agent.ID)))
+	case Ack:
+		if a := s.attachment(m.ID); a != nil {
+			a.t.ack(a, m.N)
+		}
+	case Detach:
+		if a := s.attachment(m.ID); a != nil {
+			s.drop(a)
+		}
+	default:
+		s.sendError(0, ErrCodeBadMessage, fmt.Sprintf("opcode 0x%02x is server-to-client", uint8(m.Op())))
+	}
+}
+
+// attach attaches (or re-attaches) this session to t from since.
+func (s *session) attach(t *term, since uint64, cols, rows uint16) {
+	s.mu.Lock()
+	a := s.atts[t.id]
+	if a == nil {
+		a = &attachment{t: t, s: s, mode: s.mode}
+		s.atts[t.id] = a
+		s.order = append(s.order, a)
+	}
+	s.mu.Unlock()
+	if cols != 0 || rows != 0 {
+		cols, rows = ClampSize(cols, rows)
+	}
+	t.mu.Lock()
+	a.cols, a.rows = cols, rows
+	t.mu.Unlock()
+	if !t.attach(a, since) {
+		s.drop(a)
+		s.sendError(t.id, ErrCodeNotFound, fmt.Sprintf("terminal %d has ended", t.id))
+		return
+	}
+	t.mu.Lock()
+	title, c, r := t.title, t.cols, t.rows
+	t.mu.Unlock()
+	s.queue(Encode(Size{ID: t.id, Cols: c, Rows: r}))
+	if title != "" {
+		s.queue(Encode(Title{ID: t.id, Title: title}))
+	}
+	if s.mode != ModeDrive {
+		s.queue(Encode(ModeMsg{ID: t.id, Mode: ModeWatch}))
+	}
+}
+
+// openTerm starts a new terminal and attaches this session to it from seq 0.
+func (s *session) openTerm(ctx context.Context, m Open) {
+	if s.mode != ModeDrive {
+		s.sendError(0, ErrCodeWatchOnly, "you are watching this agent: only drivers can open terminals")
+		return
+	}
+	if err := s.svc.reserve(s.agent.ID); err != nil {
+		var le *limitError
+		if errors.As(err, &le) {
+			s.sendError(0, ErrCodeLimit, le.msg)
+		} else {
+			s.sendError(0, ErrCodeInternal, err.Error())
+		}
+		return
+	}
+	cols, rows := ClampSize(m.Cols, m.Rows)
+	t, err := s.svc.startTerm(ctx, s.agent, cols, rows, s.v.ID)
+	if err != nil {
+		s.svc.unreserve(s.agent.ID)
+		s.log.Warn("open terminal", "err", err)
+		s.sendError(0, ErrCodeHelper, "agent helper unavailable: "+err.Error())
+		return
+	}
+	svc := s.svc
+	svc.mu.Lock()
+	ag := svc.agentLocked(s.agent.ID)
+	ag.opening--
+	if svc.closed {
+		svc.total--
+		svc.mu.Unlock()
+		t.finish(-1, "server shutting down", true)
+		s.sendError(0, ErrCodeInternal, ErrClosed.Error())
+		return
+	}
+	ag.terms[t.id] = t
+	svc.wg.Add(1)
+	svc.mu.Unlock()
+	go t.run() // owner: Service (wg); exits when the stream ends or the terminal finishes
+
+	s.queue(Encode(Opened{Tag: m.Tag, ID: t.id}))
+	s.attach(t, 0, m.Cols, m.Rows)
+	svc.broadcastList(s.agent.ID)
+}
