@@ -278,13 +278,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			socks = append(socks, ws)
 		}
 		s.mu.Unlock()
-		s.cancel(ErrShutdown)
+		// Tell every client first (WriteControl and Close may run concurrently with the
+		// session's one writer), then end the sessions.
 		deadline := time.Now().Add(time.Second)
 		for _, ws := range socks {
-			// WriteControl and Close may run concurrently with the session's one writer.
 			ws.WriteControl(websocket.CloseMessage,
 				websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), deadline)
 		}
+		s.cancel(ErrShutdown)
 		s.terms.Close()
 		for _, ws := range socks {
 			ws.Close()
