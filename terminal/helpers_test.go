@@ -348,3 +348,34 @@ func (c *client) run(id uint32, cmd string) string {
 	out := c.output(id)[from:]
 	return out
 }
+
+// attachFrom attaches to id resuming at since, telling the contiguity check where output resumes.
+func (c *client) attachFrom(id uint32, since uint64, cols, rows uint16) {
+	c.mu.Lock()
+	c.next[id] = since
+	c.mu.Unlock()
+	c.send(Attach{ID: id, Since: since, Cols: cols, Rows: rows})
+}
+
+// seq returns the sequence number after the last output byte received for id.
+func (c *client) seq(id uint32) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next[id]
+}
+
+// quiet waits until terminal id has printed nothing new for 200ms and returns its seq.
+func (c *client) quiet(id uint32) uint64 {
+	c.t.Helper()
+	prev := c.seq(id)
+	for i := 0; i < 100; i++ {
+		time.Sleep(200 * time.Millisecond)
+		s := c.seq(id)
+		if s == prev {
+			return s
+		}
+		prev = s
+	}
+	c.t.Fatalf("terminal %d never went quiet", id)
+	return 0
+}

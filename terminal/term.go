@@ -104,15 +104,37 @@ func (t *term) pausedLocked() bool {
 	return t.ring.end-fastest > uint64(t.svc.cfg.HighWater)
 }
 
+// output appends p to the ring. It never overwrites bytes the fastest attached client
+// has not been sent yet: it waits for room instead (backpressure towards the helper).
 func (t *term) output(p []byte) {
+	var title string
+	var changed bool
 	t.mu.Lock()
-	t.ring.write(p)
-	title, changed := t.osc.feed(p)
-	if changed {
-		t.title = title
+	if ti, ok := t.osc.feed(p); ok {
+		title, changed = ti, true
+		t.title = ti
 	}
-	for _, a := range t.viewers {
-		a.s.wakeup()
+	for len(p) > 0 {
+		room := len(p)
+		for !t.ended && len(t.viewers) > 0 {
+			var fastest uint64
+			for _, a := range t.viewers {
+				fastest = max(fastest, a.cursor)
+			}
+			if room = t.ring.size - int(t.ring.end-fastest); room > 0 {
+				break
+			}
+			t.cond.Wait()
+		}
+		if t.ended {
+			break
+		}
+		n := min(room, len(p))
+		t.ring.write(p[:n])
+		p = p[n:]
+		for _, a := range t.viewers {
+			a.s.wakeup()
+		}
 	}
 	t.mu.Unlock()
 	if changed {
@@ -293,6 +315,7 @@ func (t *term) nextFrame(a *attachment, buf []byte) (frame []byte, done bool) {
 		x, y := t.ring.slice(a.cursor, n)
 		buf = append(append(buf, x...), y...)
 		a.cursor += uint64(n)
+		t.cond.Broadcast()
 		return buf, false
 	}
 	if t.ended {
