@@ -273,12 +273,8 @@ func newExecProcess(h client.HijackedResponse, desc string) *Process {
 	var once sync.Once
 	p.kill = func() { once.Do(func() { h.Close() }) }
 	go func() { // owner: the Process; exits when the engine ends the exec's output (helper exited or connection closed)
-		var err error
-		if mt, ok := h.MediaType(); ok && strings.Contains(mt, "raw-stream") {
-			_, err = io.Copy(pw, h.Reader)
-		} else {
-			_, err = stdcopy.StdCopy(pw, p.stderr, h.Reader)
-		}
+		// Tty=false: always multiplexed (podman 4.3 labels it raw-stream but still multiplexes).
+		_, err := stdcopy.StdCopy(pw, p.stderr, h.Reader)
 		if err == nil {
 			err = errors.New("helper exited")
 		} else {
