@@ -138,6 +138,11 @@ type client struct {
 	noAck   bool
 	readErr error
 	done    chan struct{}
+	started bool
+	// keepTail, when set, bounds each terminal's retained output to about this many
+	// bytes (older bytes are counted in base), so that a flood does not fill the test's heap.
+	keepTail int
+	base     map[uint32]int
 }
 
 func dial(t testing.TB, srv *testServer, agent, user, mode string) *client {
@@ -155,10 +160,13 @@ func dialNoRead(t testing.TB, srv *testServer, agent, user, mode string) *client
 	if err != nil {
 		t.Fatalf("dial %s: %v", u, err)
 	}
-	c := &client{t: t, ws: ws, out: map[uint32]*bytes.Buffer{}, next: map[uint32]uint64{}, done: make(chan struct{})}
+	c := &client{t: t, ws: ws, out: map[uint32]*bytes.Buffer{}, next: map[uint32]uint64{}, base: map[uint32]int{}, done: make(chan struct{})}
 	c.cond.L = &c.mu
 	t.Cleanup(func() {
 		ws.Close()
+		if !c.started {
+			return
+		}
 		select {
 		case <-c.done:
 		case <-time.After(10 * time.Second):
@@ -169,6 +177,7 @@ func dialNoRead(t testing.TB, srv *testServer, agent, user, mode string) *client
 }
 
 func (c *client) start() {
+	c.started = true
 	go func() { // owner: the test; exits when the connection closes (cleanup)
 		defer close(c.done)
 		for {
@@ -196,6 +205,13 @@ func (c *client) start() {
 					c.out[m.ID] = b
 				}
 				b.Write(m.Data)
+				if c.keepTail > 0 && b.Len() > 2*c.keepTail {
+					drop := b.Len() - c.keepTail
+					c.base[m.ID] += drop
+					b.Next(drop)
+					nb := bytes.NewBuffer(append([]byte(nil), b.Bytes()...))
+					c.out[m.ID] = nb
+				}
 				c.next[m.ID] = m.Seq + uint64(len(m.Data))
 				if !c.noAck {
 					c.mu.Unlock()
@@ -292,11 +308,12 @@ func (c *client) output(id uint32) string {
 	return ""
 }
 
+// outLen returns how many output bytes of id were received (including dropped ones).
 func (c *client) outLen(id uint32) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b := c.out[id]; b != nil {
-		return b.Len()
+		return c.base[id] + b.Len()
 	}
 	return 0
 }
@@ -306,7 +323,8 @@ func (c *client) waitOutput(id uint32, from int, s string, timeout time.Duration
 	c.t.Helper()
 	c.wait(fmt.Sprintf("output %q on terminal %d", s, id), timeout, func() bool {
 		b := c.out[id]
-		return b != nil && b.Len() >= from && bytes.Contains(b.Bytes()[from:], []byte(s))
+		f := max(0, from-c.base[id])
+		return b != nil && b.Len() >= f && bytes.Contains(b.Bytes()[f:], []byte(s))
 	})
 }
 
@@ -345,8 +363,9 @@ func (c *client) run(id uint32, cmd string) string {
 	from := c.outLen(id)
 	c.send(Input{ID: id, Data: []byte(cmd + "; echo " + marker[:4] + "''" + marker[4:] + "\r")})
 	c.waitOutput(id, from, marker+"\r\n", 20*time.Second)
-	out := c.output(id)[from:]
-	return out
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out[id].String()[max(0, from-c.base[id]):]
 }
 
 // attachFrom attaches to id resuming at since, telling the contiguity check where output resumes.
