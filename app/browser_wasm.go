@@ -26,7 +26,3 @@ func setTheme(t string) {
 		ls.Call("setItem", themeKey, t)
 	}
 }
-
-func init() {
-	apiClient.Base = app.Window().Get("location").Get("origin").String()
-}

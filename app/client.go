@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -59,12 +58,17 @@ func (e *APIError) Unwrap() error {
 	return nil
 }
 
+// RoundTripFunc sends one request with the browser's session and returns the answer's status,
+// its Retry-After header and its body. The WASM build uses the Fetch API (fetch_wasm.go); net/http's
+// client would add megabytes of TLS code to app.wasm.
+type RoundTripFunc func(ctx context.Context, method, url string, body []byte) (status int, retryAfter string, data []byte, err error)
+
 // Client calls the gateway's JSON API with the browser's session cookie.
 type Client struct {
-	// Base is the gateway's origin, e.g. "http://127.0.0.1:8080" (no trailing slash).
+	// Base is prefixed to API paths: "" in the browser (same origin), a URL in tests.
 	Base string
-	// HTTP is the client used; nil means http.DefaultClient (the Fetch API in WASM).
-	HTTP *http.Client
+	// RoundTrip sends the requests; nil means the platform's default (Fetch in WASM).
+	RoundTrip RoundTripFunc
 	// Timeout bounds each call; 0 means 30 s.
 	Timeout time.Duration
 }
@@ -81,41 +85,24 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+	rt := c.RoundTrip
+	if rt == nil {
+		rt = defaultRoundTrip
 	}
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	// Read by Go's js/wasm transport: send the session cookie, same origin only.
-	req.Header.Set("js.fetch:credentials", "same-origin")
-	req.Header.Set("js.fetch:mode", "same-origin")
-
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	status, retryAfter, data, err := rt(ctx, method, c.Base+path, body)
 	if err != nil {
 		return fmt.Errorf("cannot reach the server: %w", err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	if err != nil {
-		return fmt.Errorf("read %s %s: %w", method, path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		e := &APIError{Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After")}
+	if status < 200 || status > 299 {
+		e := &APIError{Status: status, RetryAfter: retryAfter}
 		var body api.Error
 		if json.Unmarshal(data, &body) == nil {
 			e.Message = body.Error

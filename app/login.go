@@ -54,7 +54,7 @@ func (p *LoginPage) Render() app.UI {
 	return app.Main().Class("login").Body(
 		app.Div().Class("card", "login-card").Body(
 			app.Div().Class("login-brand").Body(
-				app.Img().Src("/web/icon-192.png").Alt("").Class("login-icon"),
+				app.Img().Src(iconURL()).Alt("").Class("login-icon"),
 				app.H1().Text("Porthole"),
 			),
 			app.Form().ID("login-form").OnSubmit(p.submit).Body(

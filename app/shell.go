@@ -76,7 +76,7 @@ func (b *TopBar) Render() app.UI {
 	}
 	return app.Header().Class("topbar").Body(
 		app.A().Class("brand").Href("/").Body(
-			app.Img().Src("/web/icon-192.png").Alt("").Class("brand-icon"),
+			app.Img().Src(iconURL()).Alt("").Class("brand-icon"),
 			app.Span().Text("Porthole"),
 		),
 		app.Button().Type("button").Class("menu-toggle").Aria("label", "Menu").

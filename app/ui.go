@@ -146,3 +146,11 @@ func agentIDFromPath(p string) string {
 	}
 	return id
 }
+
+// iconURL is the app icon's versioned URL (set by the generator), or its plain path.
+func iconURL() string {
+	if v := app.Getenv("PORTHOLE_ICON"); v != "" {
+		return v
+	}
+	return "/web/icon-192.png"
+}
