@@ -363,3 +363,5 @@ func tlsConfigOf(ts *httptest.Server) *tls.Config {
 }
 
 func storeUserPerms(p api.Permissions) store.UserUpdate { return store.UserUpdate{Permissions: &p} }
+
+func newHTTPTestServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }

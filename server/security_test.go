@@ -65,10 +65,13 @@ func TestForeignOrigin(t *testing.T) {
 			t.Errorf("WS upgrade with Origin %q = %d (%s), want %d", c.origin, got, errMsg(b), c.want)
 		}
 	}
-	e.terms.mu.Lock()
-	n := len(e.terms.viewers)
-	e.terms.mu.Unlock()
-	if n != 2 {
+	viewers := func() int {
+		e.terms.mu.Lock()
+		defer e.terms.mu.Unlock()
+		return len(e.terms.viewers)
+	}
+	waitFor(t, "two viewers", func() bool { return viewers() >= 2 })
+	if n := viewers(); n != 2 {
 		t.Errorf("terminal service saw %d viewers, want 2 (the foreign one must not reach it)", n)
 	}
 }
