@@ -467,6 +467,11 @@ func (m *Manager) Close() error {
 				continue
 			}
 			if err := l.Forget(ctx, id); err != nil {
+				if errors.Is(err, ErrBackendUnavailable) {
+					// The next gateway start reconciles what could not be removed now.
+					m.logger.Warn("cannot release agent's backend state", "agent", id, "err", err)
+					continue
+				}
 				errs = append(errs, err)
 			}
 		}
