@@ -34,7 +34,9 @@ func TestExec(t *testing.T) {
 				return len(r.Stdout) == MaxExecOutput && r.StdoutTruncated && !r.StderrTruncated && r.Stderr == "done\n"
 			}},
 		{"stderr_capped_and_marked", api.ExecRequest{Command: []string{"sh", "-c", "head -c 1048577 /dev/zero >&2"}},
-			func(r api.ExecResult) bool { return len(r.Stderr) == MaxExecOutput && r.StderrTruncated && !r.StdoutTruncated }},
+			func(r api.ExecResult) bool {
+				return len(r.Stderr) == MaxExecOutput && r.StderrTruncated && !r.StdoutTruncated
+			}},
 		{"exactly_the_cap_is_not_truncated", api.ExecRequest{Command: []string{"head", "-c", "1048576", "/dev/zero"}},
 			func(r api.ExecResult) bool { return len(r.Stdout) == MaxExecOutput && !r.StdoutTruncated }},
 	}

@@ -86,7 +86,7 @@ func TestFailClosed(t *testing.T) {
 			agent: agent("fc4", api.BackendContainer, api.NetworkNone, api.Limits{}), wantErr: ErrBackendUnavailable,
 			wantCause: "not reachable", probe: api.BackendContainer},
 		{name: "image_missing", needs: api.BackendContainer,
-			agent: api.Agent{ID: "fc5", Backend: api.Backend{Type: api.BackendContainer, Network: api.NetworkNone, Image: "porthole-no-such-image:never"}},
+			agent:   api.Agent{ID: "fc5", Backend: api.Backend{Type: api.BackendContainer, Network: api.NetworkNone, Image: "porthole-no-such-image:never"}},
 			wantErr: ErrBackendUnavailable, wantCause: "porthole-no-such-image:never"},
 		{name: "host_not_allowed",
 			agent: agent("fc6", api.BackendHost, api.NetworkNone, api.Limits{}), wantErr: ErrHostNotAllowed},
