@@ -3,8 +3,11 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/bridges"
 )
 
 // TestSurfaceAuditAndMetrics: attach and detach are audited with user, agent, surface and
@@ -296,4 +300,58 @@ func TestShutdownClosesWebSockets(t *testing.T) {
 		t.Errorf("store still open after Shutdown")
 	}
 	e.ts.Close()
+}
+
+// TestNewFailsClosed: when the real backend manager cannot start, New fails (no gateway
+// without backends, no silent fallback).
+func TestNewFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	// A file where the agents' homes must go: the manager cannot prepare them.
+	if err := os.WriteFile(filepath.Join(dir, "agents"), []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(context.Background(), Config{DataDir: dir, AdminPassword: adminPassword, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		s.Shutdown(context.Background())
+		t.Fatal("New with an unusable agents dir succeeded; want an error")
+	}
+	if !strings.Contains(err.Error(), "start backends") {
+		t.Errorf("New error = %v, want it to say the backends could not start", err)
+	}
+}
+
+// TestNewWithRealBackends: with no test seams, New builds the real manager and terminal
+// service, /readyz reports each backend's probe, and Shutdown stops them.
+func TestNewWithRealBackends(t *testing.T) {
+	dir := t.TempDir()
+	s, err := New(context.Background(), Config{DataDir: dir, AdminPassword: adminPassword,
+		ContainerEngine: "unix://" + filepath.Join(dir, "no-engine.sock"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ts := newHTTPTestServer(s.Handler())
+	resp, err := ts.Client().Get(ts.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Readiness
+	json.NewDecoder(resp.Body).Decode(&r)
+	resp.Body.Close()
+	byName := map[string]bridges.ProbeResult{}
+	for _, p := range r.Backends {
+		byName[p.Backend] = p
+	}
+	if resp.StatusCode != 200 || !r.Store.OK {
+		t.Errorf("readyz = %d %+v, want 200 with the store ok", resp.StatusCode, r)
+	}
+	if c, ok := byName["container"]; !ok || c.OK || c.Detail == "" {
+		t.Errorf("container probe with no engine = %+v, want not OK with the cause", c)
+	}
+	if h, ok := byName["host"]; ok && h.OK {
+		t.Errorf("host probe without --allow-host-backend = %+v, want not OK", h)
+	}
+	ts.Close()
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
 }

@@ -200,20 +200,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			s.log.Warn("backend unavailable", "backend", p.Backend, "cause", p.Detail)
 		}
 	}
-	s.echo = s.routes(webHandler())
+	s.echo = s.routes(assets.Handler())
 	return s, nil
-}
-
-// webHandler returns the embedded web app, or a JSON 503 while it is not built into this binary.
-func webHandler() (h http.Handler) {
-	defer func() {
-		if recover() != nil {
-			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				writeJSONError(w, http.StatusServiceUnavailable, "the web app is not built into this binary")
-			})
-		}
-	}()
-	return assets.Handler()
 }
 
 // ensureAdmin creates user admin on an empty store.
