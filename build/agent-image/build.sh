@@ -16,7 +16,8 @@ PODMAN=${PODMAN:-podman}
 PODMAN_FLAGS=${PODMAN_FLAGS:-}
 
 PACKAGES="base-files dash bash coreutils procps findutils grep sed util-linux
-  libc-bin xvfb xkb-data x11-xkb-utils xauth chromium chromium-common
+  libc-bin xvfb xkb-data x11-xkb-utils x11-utils x11-xserver-utils xauth
+  chromium chromium-common
   fontconfig fontconfig-config fonts-dejavu-core fonts-liberation xfonts-base
   ca-certificates netbase tzdata"
 
