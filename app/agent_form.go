@@ -124,7 +124,7 @@ func (p *AgentFormPage) Render() app.UI {
 			app.If(p.loaded || p.err != nil, func() app.UI {
 				return app.Form().ID("agent-form").Class("card", "form").OnSubmit(p.submit).Body(
 					app.Label().For("agent-name").Text("Name"),
-					app.Input().ID("agent-name").Type("text").Required(true).Attr("maxlength", 100).
+					app.Input().ID("agent-name").Type("text").Required(true).Attr("maxlength", 64).
 						Attr("autocomplete", "off").Value(p.name).OnInput(p.ValueTo(&p.name)),
 
 					app.Label().For("agent-backend").Text("Isolation backend"),
