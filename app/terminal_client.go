@@ -34,6 +34,7 @@ type termState struct {
 	mode     terminal.Mode // this terminal's mode for us; 0 = the connection's
 	cols     uint16        // the PTY's size (from List or Size)
 	rows     uint16
+	sent     [2]uint16 // the size we last reported on this connection
 	exited   bool
 	reason   string
 }
@@ -80,6 +81,7 @@ func (c *termClient) disconnected() {
 	c.connected = false
 	for _, st := range c.terms {
 		st.attached = false
+		st.sent = [2]uint16{}
 	}
 	clear(c.pending)
 }
@@ -122,6 +124,7 @@ func (c *termClient) attach(st *termState) {
 	}
 	c.sink.send(terminal.Attach{ID: st.id, Since: st.seq, Cols: cols, Rows: rows})
 	st.attached = true
+	st.sent = [2]uint16{cols, rows}
 }
 
 // handle applies one server frame other than Output (see output).
@@ -143,10 +146,7 @@ func (c *termClient) handle(m terminal.Message) {
 		delete(c.pending, m.Tag)
 		st := c.add(m.ID)
 		st.attached = true // Open attaches from seq 0
-		c.active = m.ID
-		if cols, rows := c.sink.size(m.ID); cols > 0 && rows > 0 && c.driving(m.ID) {
-			c.sink.send(terminal.Resize{ID: m.ID, Cols: cols, Rows: rows})
-		}
+		c.active = m.ID // its screen reports its size once fitted (resized)
 		c.attachListed()
 	case terminal.Gap:
 		st := c.terms[m.ID]
@@ -348,7 +348,10 @@ func (c *termClient) resized(id uint32, cols, rows int) {
 		return
 	}
 	cc, rr := terminal.ClampSize(uint16(min(cols, 0xffff)), uint16(min(rows, 0xffff)))
-	c.sink.send(terminal.Resize{ID: id, Cols: cc, Rows: rr})
+	if st := c.terms[id]; st.sent != [2]uint16{cc, rr} {
+		st.sent = [2]uint16{cc, rr}
+		c.sink.send(terminal.Resize{ID: id, Cols: cc, Rows: rr})
+	}
 }
 
 // ack reports n bytes of terminal id written to the screen.

@@ -74,7 +74,10 @@ func TestTermClientOpensFirstTerminalAndResumesAfterReconnect(t *testing.T) {
 	c.handle(terminal.List{Terminals: []terminal.TermInfo{{ID: 7, Cols: 80, Rows: 24}}})
 	wantSent(t, "list while Open is pending", s)
 	c.handle(terminal.Opened{Tag: 1, ID: 7})
-	wantSent(t, "opened", s, terminal.Resize{ID: 7, Cols: 100, Rows: 30})
+	wantSent(t, "opened", s)
+	c.resized(7, 100, 30) // the new screen was fitted
+	c.resized(7, 100, 30) // again: nothing new to say
+	wantSent(t, "fitted", s, terminal.Resize{ID: 7, Cols: 100, Rows: 30})
 	if !s.screens[7] || c.active != 7 {
 		t.Fatalf("after Opened: screens %v, active %d, want screen 7 active", s.screens, c.active)
 	}

@@ -31,7 +31,7 @@
 //   h.setAckBytes(n)  // batch size of acknowledgements (a fraction of the server's window)
 //   h.setFixedSize(c, r) // watchers: the PTY's size, scaled down to fit; (0, 0) = fit again
 //   h.setReadOnly(bool)
-//   h.size()          // {cols, rows}
+//   h.size()          // {cols, rows}; 0×0 until the first fit
 //   h.text()          // the active buffer's lines joined by "\n" (tests, search fallback)
 //   h.term            // the xterm.js Terminal (tests read term.buffer.active)
 //   h.dispose()
@@ -171,11 +171,17 @@
     // fixed (the grid is the PTY's size and scales down to fit; watchers).
     let visible = true;
     let fixed = null;
+    let fitted = false; // the grid has been fitted to the host once
     function fit() {
       if (disposed || !visible || el.clientWidth === 0 || el.clientHeight === 0) return;
       if (fixed) { scaleToHost(); return; }
-      // onResize fires when the grid changes; size() gives the current one.
-      try { fitAddon.fit(); } catch (e) { /* not laid out yet */ }
+      // onResize fires when the grid changes; the first fit reports the size
+      // even when it is xterm.js's default, so the server learns it.
+      try { fitAddon.fit(); } catch (e) { return; /* not laid out yet */ }
+      if (!fitted && term.cols > 0 && term.rows > 0) {
+        fitted = true;
+        cb.resize(term.cols, term.rows);
+      }
     }
     function scaleToHost() {
       const x = term.element;
@@ -256,7 +262,8 @@
         readOnly = !!on;
         term.options.disableStdin = readOnly;
       },
-      size: function () { return { cols: term.cols, rows: term.rows }; },
+      // size is the grid's size, or 0×0 before it was first fitted to the host.
+      size: function () { return fitted || fixed ? { cols: term.cols, rows: term.rows } : { cols: 0, rows: 0 }; },
       text: function () {
         const b = term.buffer.active;
         const out = [];
@@ -300,12 +307,24 @@
   function watchViewport(cb) {
     const vv = window.visualViewport;
     const root = document.documentElement;
+    let lastKb = 0;
     const update = function () {
       const h = vv ? vv.height : window.innerHeight;
       const top = vv ? vv.offsetTop : 0;
       const kb = Math.max(0, window.innerHeight - h - top);
       root.style.setProperty("--porthole-vvh", h + "px");
       root.style.setProperty("--porthole-kb", kb + "px");
+      // Each panel fills the rest of the page below where it starts.
+      document.querySelectorAll(".terminal-panel").forEach(function (p) {
+        const y = p.getBoundingClientRect().top + window.scrollY;
+        p.style.setProperty("--porthole-terminal-top", Math.max(0, Math.round(y)) + "px");
+      });
+      // The soft keyboard just opened over a focused terminal: bring the
+      // terminal's bottom (and the keys bar) right above it.
+      const a = document.activeElement;
+      const panel = a && a.closest ? a.closest(".terminal-panel") : null;
+      if (kb > lastKb && panel) panel.scrollIntoView({ block: "end" });
+      lastKb = kb;
       if (cb) cb();
     };
     update();
