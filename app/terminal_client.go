@@ -146,7 +146,7 @@ func (c *termClient) handle(m terminal.Message) {
 		delete(c.pending, m.Tag)
 		st := c.add(m.ID)
 		st.attached = true // Open attaches from seq 0
-		c.active = m.ID // its screen reports its size once fitted (resized)
+		c.active = m.ID    // its screen reports its size once fitted (resized)
 		c.attachListed()
 	case terminal.Gap:
 		st := c.terms[m.ID]
