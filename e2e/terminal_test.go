@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/porthole/porthole/api"
 	"github.com/porthole/porthole/internal/testenv"
@@ -84,6 +86,15 @@ func startGateway(t *testing.T) *gateway {
 		ts.Close()
 		cancel()
 	})
+	resp, err := http.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatalf("GET /: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(body, []byte("web app not built")) {
+		testenv.Missing(t, "the embedded web app: run make web before these tests")
+	}
 	jar, _ := cookiejar.New(nil)
 	g := &gateway{URL: ts.URL, client: &http.Client{Jar: jar, Timeout: 60 * time.Second}}
 	g.call(t, "POST", "/api/session", api.LoginRequest{Username: "admin", Password: adminPassword}, http.StatusOK, nil)
@@ -261,12 +272,38 @@ func login(t *testing.T, ctx context.Context, baseURL string) {
 	waitJS(t, ctx, "leave the login page", `location.pathname !== "/login"`, 30*time.Second)
 }
 
-// typeInto focuses the active terminal and types keys as real key events.
+// typeInto focuses the shown terminal and types: text arrives as a keyboard's
+// text input (CDP insertText, as a soft keyboard or an IME delivers it) and
+// each "\n" as an Enter key press. chromedp's KeyEvent would type letters
+// twice into xterm.js: its synthetic char event repeats the keydown's text.
 func typeInto(t *testing.T, ctx context.Context, keys string) {
 	t.Helper()
 	eval[chromedp.Void](t, ctx, `porthole.term.all().find(h => h.term.element.offsetParent !== null).focus()`)
-	do(t, ctx, fmt.Sprintf("type %q", keys), 20*time.Second, chromedp.KeyEvent(keys))
+	for i, part := range strings.Split(keys, "\n") {
+		if i > 0 {
+			do(t, ctx, "press Enter", 10*time.Second, pressEnter)
+		}
+		if part != "" {
+			do(t, ctx, fmt.Sprintf("type %q", part), 10*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: part})
+				return err
+			}))
+		}
+	}
 }
+
+// pressEnter is one Enter key press with no char event (see chromedp's docs/API.md, example 20).
+var pressEnter = chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+	for _, typ := range []input.DispatchKeyEventType{input.DispatchKeyEventTypeRawKeyDown, input.DispatchKeyEventTypeKeyUp} {
+		_, err := cdp.Call(ctx, t, input.DispatchKeyEvent, input.DispatchKeyEventParams{
+			Type: typ, Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+})
 
 func TestTerminalInBrowser(t *testing.T) {
 	testenv.LookPath(t, "bwrap")
@@ -303,6 +340,9 @@ func TestTerminalInBrowser(t *testing.T) {
 		// A second tab of the same browser (same session cookie) as a phone.
 		pctx, cancel := chromedp.NewContext(ctx)
 		defer cancel()
+		if err := chromedp.Do(pctx); err != nil { // opens the tab, with no timeout
+			t.Fatalf("open a second tab: %v", err)
+		}
 		b.watchConsole(t, pctx, "phone")
 		do(t, pctx, "open the terminal as a phone", 30*time.Second,
 			chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch),
@@ -329,7 +369,7 @@ func TestTerminalInBrowser(t *testing.T) {
 		if !focused {
 			t.Errorf("after tapping Ctrl the terminal lost the focus (the soft keyboard would close)")
 		}
-		do(t, pctx, "type c", 10*time.Second, chromedp.KeyEvent("c"))
+		typeInto(t, pctx, "c")
 		waitJS(t, pctx, "Ctrl is released after one key", `!document.querySelector('.terminal-key.armed')`, 10*time.Second)
 		typeInto(t, pctx, "echo after-$((1+1))\n")
 		waitJS(t, pctx, "Ctrl+C interrupted sleep and the next command ran", lineJS("after-2"), 20*time.Second)
