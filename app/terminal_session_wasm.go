@@ -52,9 +52,23 @@ type termScreen struct {
 }
 
 func newTermSession(ctx app.Context, p *TerminalPanel) termDriver {
+	return newTermSessionTry(ctx, p, 0)
+}
+
+// newTermSessionTry waits up to 5 s for the deferred scripts (xterm.js, terminal.js).
+func newTermSessionTry(ctx app.Context, p *TerminalPanel, try int) termDriver {
 	glue := js.Global().Get("porthole")
 	if !glue.Truthy() || !glue.Get("term").Truthy() || !js.Global().Get("Terminal").Truthy() {
-		p.ui.Status = "terminal unavailable: xterm.js did not load"
+		if try >= 50 {
+			p.ui.Status = "terminal unavailable: xterm.js did not load"
+			return nil
+		}
+		agent := p.AgentID
+		ctx.After(100*time.Millisecond, func(ctx app.Context) {
+			if p.sess == nil && p.started == agent && p.Mounted() {
+				p.sess = newTermSessionTry(ctx, p, try+1)
+			}
+		})
 		return nil
 	}
 	s := &termSession{ctx: ctx, panel: p, agentID: p.AgentID, hostID: p.hostID, screens: map[uint32]*termScreen{}, ws: js.Null()}
