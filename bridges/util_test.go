@@ -3,6 +3,8 @@ package bridges
 import (
 	"net"
 	"syscall"
+
+	"github.com/porthole/porthole/api"
 )
 
 func syscallKill0(pid int) error { return syscall.Kill(pid, 0) }
@@ -20,3 +22,5 @@ func hostIPs() []string {
 	}
 	return out
 }
+
+func apiLimits(pids int, memMiB int64) api.Limits { return api.Limits{Pids: pids, MemoryMiB: memMiB} }
