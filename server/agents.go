@@ -159,6 +159,9 @@ func (s *Server) updateAgent(c echo.Context) error {
 	} else if err != nil {
 		return internalError("updating the agent", err)
 	}
+	// Viewers were authorized against the old share and backend: they reconnect and are
+	// authorized again.
+	s.kick(func(i socketInfo) bool { return i.agentID == a.ID }, "this agent's settings changed; reconnect")
 	if req.Backend != nil && *req.Backend != cur.Backend {
 		// The running helper was started by the old backend: stop it (keeping the home).
 		s.stopAgent(ctx, a.ID, false)
@@ -183,6 +186,7 @@ func (s *Server) deleteAgent(c echo.Context) error {
 
 // stopAgent ends an agent's terminals and stops its helper; purge also removes its home.
 func (s *Server) stopAgent(ctx context.Context, id string, purge bool) {
+	s.kick(func(i socketInfo) bool { return i.agentID == id }, "this agent was stopped or deleted")
 	s.terms.CloseAgent(id)
 	if err := s.bridge.Forget(context.WithoutCancel(ctx), id, purge); err != nil {
 		s.log.Error("stop agent helper", "agent", id, "purge", purge, "err", err)
@@ -223,6 +227,7 @@ func (s *Server) deleteToken(c echo.Context) error {
 	} else if err != nil {
 		return internalError("revoking the token", err)
 	}
+	s.kick(func(i socketInfo) bool { return i.tokenID == tid }, "this agent token was revoked")
 	s.audit(c, api.AuditEvent{Action: "token.revoke", AgentID: a.ID, Detail: "token " + tid})
 	return c.NoContent(http.StatusNoContent)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/netip"
@@ -174,6 +175,8 @@ func (s *Server) logout(c echo.Context) error {
 		return internalError("ending the session", err)
 	}
 	c.SetCookie(s.sessionCookie(c, "", -1))
+	hash := hex.EncodeToString(p.sessionHash)
+	s.kick(func(i socketInfo) bool { return i.session == hash }, "logged out")
 	s.appendAudit(c.Request().Context(), api.AuditEvent{Actor: p.actor(), Action: "logout", Remote: c.RealIP()})
 	return c.NoContent(http.StatusNoContent)
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -353,5 +354,106 @@ func TestNewWithRealBackends(t *testing.T) {
 	ts.Close()
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// TestAccessChangeClosesWebSockets: an open WebSocket was authorized once; when that access
+// changes (share lowered, token revoked, password changed, logout, user deleted) the gateway
+// closes it with 1008, and a reconnect is authorized afresh.
+func TestAccessChangeClosesWebSockets(t *testing.T) {
+	e := newEnv(t)
+	a := e.addAgent("owner", api.LevelWatch, api.BackendBwrap)
+	path := "/api/agents/" + a.ID + "/terminal"
+	ownerCk := e.session(e.users["owner"].ID)
+	open := func(who string, au auth) *websocket.Conn {
+		t.Helper()
+		ws, got, b := e.dialWS(path, au)
+		if got != 101 {
+			t.Fatalf("dial as %s = %d (%s)", who, got, errMsg(b))
+		}
+		if _, _, err := ws.ReadMessage(); err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	closedWith := func(ws *websocket.Conn) error {
+		ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _, err := ws.ReadMessage()
+		return err
+	}
+	// stillOpen: the gateway still holds the session's socket (reading on the client side
+	// with a deadline would break the connection).
+	stillOpen := func(who, cookie string) {
+		t.Helper()
+		e.srv.mu.Lock()
+		defer e.srv.mu.Unlock()
+		n := 0
+		for _, i := range e.srv.sockets {
+			if i.session == hex.EncodeToString(sha(cookie)) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s's sockets open on the gateway = %d, want 1", who, n)
+		}
+	}
+
+	// Share lowered to none: the watcher is cut off and cannot come back.
+	watcherCk := e.session(e.users["watcher"].ID)
+	w := open("watcher", auth{cookie: watcherCk})
+	if resp, _ := e.do("PATCH", "/api/agents/"+a.ID, map[string]string{"share": "none"}, auth{cookie: ownerCk}); resp.StatusCode != 200 {
+		t.Fatalf("patch share = %d", resp.StatusCode)
+	}
+	if err := closedWith(w); !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+		t.Errorf("watcher's socket after share=none: %v, want close 1008", err)
+	}
+	if _, got, _ := e.dialWS(path, auth{cookie: watcherCk}); got != 404 {
+		t.Errorf("watcher reconnect after share=none = %d, want 404", got)
+	}
+
+	// Token revoked.
+	tok, secret := e.addToken(a.ID)
+	tw := open("token", auth{bearer: secret})
+	o := open("owner", auth{cookie: ownerCk})
+	if resp, _ := e.do("DELETE", "/api/agents/"+a.ID+"/tokens/"+tok.ID, nil, auth{cookie: ownerCk}); resp.StatusCode != 204 {
+		t.Fatalf("revoke = %d", resp.StatusCode)
+	}
+	if err := closedWith(tw); !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+		t.Errorf("token socket after revoke: %v, want close 1008", err)
+	}
+	stillOpen("owner", ownerCk)
+
+	// Password change: the owner's other session is cut, the changing one stays.
+	other := e.session(e.users["owner"].ID)
+	o2 := open("owner (2nd session)", auth{cookie: other})
+	pw := "changed-password-1"
+	if resp, _ := e.do("PATCH", "/api/users/"+e.users["owner"].ID, api.UpdateUserRequest{Password: &pw}, auth{cookie: ownerCk}); resp.StatusCode != 200 {
+		t.Fatalf("password change = %d", resp.StatusCode)
+	}
+	if err := closedWith(o2); !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+		t.Errorf("other session's socket after a password change: %v, want close 1008", err)
+	}
+	stillOpen("owner", ownerCk)
+
+	// Logout ends the session's sockets.
+	if resp, _ := e.do("DELETE", "/api/session", nil, auth{cookie: ownerCk}); resp.StatusCode != 204 {
+		t.Fatalf("logout = %d", resp.StatusCode)
+	}
+	if err := closedWith(o); !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+		t.Errorf("socket after logout: %v, want close 1008", err)
+	}
+
+	// A deleted user's sockets on someone else's agent end too.
+	b := e.addAgent("other", api.LevelDrive, api.BackendBwrap)
+	dws, got, _ := e.dialWS("/api/agents/"+b.ID+"/terminal", auth{cookie: e.session(e.users["driver"].ID)})
+	if got != 101 {
+		t.Fatalf("driver dial = %d", got)
+	}
+	dws.ReadMessage()
+	if resp, _ := e.do("DELETE", "/api/users/"+e.users["driver"].ID, nil, auth{cookie: e.session(e.users["admin"].ID)}); resp.StatusCode != 204 {
+		t.Fatalf("delete user = %d", resp.StatusCode)
+	}
+	if err := closedWith(dws); !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+		t.Errorf("deleted user's socket: %v, want close 1008", err)
 	}
 }

@@ -101,7 +101,7 @@ type Server struct {
 	cancel context.CancelCauseFunc
 
 	mu       sync.Mutex
-	sockets  map[*websocket.Conn]struct{} // open WebSockets, closed on Shutdown
+	sockets  map[*websocket.Conn]socketInfo // open WebSockets: closed on Shutdown or when their access changes
 	closing  bool
 	wsWG     sync.WaitGroup // one per WebSocket handler still running
 	shutOnce sync.Once
@@ -149,7 +149,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		limiter: newLoginLimiter(loginMaxFailures, loginWindow),
 		origins: origins,
 		now:     time.Now,
-		sockets: map[*websocket.Conn]struct{}{},
+		sockets: map[*websocket.Conn]socketInfo{},
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	fail := func(err error) (*Server, error) {

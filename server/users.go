@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"regexp"
@@ -144,6 +145,13 @@ func (s *Server) updateUser(c echo.Context) error {
 		if err := s.st.DeleteUserSessions(ctx, id, keep); err != nil {
 			return internalError("revoking the user's other sessions", err)
 		}
+		keepHex := hex.EncodeToString(keep)
+		s.kick(func(i socketInfo) bool {
+			return i.userID == id && i.session != "" && (keep == nil || i.session != keepHex)
+		}, "your password was changed; log in again")
+	}
+	if upd.Permissions != nil || upd.Admin != nil {
+		s.kick(func(i socketInfo) bool { return i.userID == id }, "your permissions changed; reconnect")
 	}
 	s.audit(c, api.AuditEvent{Action: "user.update", Detail: userDetail(u) + ": " + strings.Join(changed, ", ")})
 	return c.JSON(http.StatusOK, u)
@@ -186,6 +194,7 @@ func (s *Server) deleteUser(c echo.Context) error {
 	} else if err != nil {
 		return internalError("deleting the user", err)
 	}
+	s.kick(func(i socketInfo) bool { return i.userID == id }, "your account was deleted")
 	for _, a := range agents {
 		if a.OwnerID == id {
 			s.stopAgent(ctx, a.ID, true)
@@ -202,6 +211,11 @@ func (s *Server) audit(c echo.Context, e api.AuditEvent) {
 	}
 	if e.Remote == "" {
 		e.Remote = c.RealIP()
+	}
+	if p := principalOf(c); p != nil && p.user.Admin {
+		if a := agentOf(c); a.ID != "" && a.OwnerID != p.user.ID {
+			e.Detail = strings.TrimSpace(e.Detail + " (admin acting on " + a.Owner + "'s agent)")
+		}
 	}
 	s.appendAudit(c.Request().Context(), e)
 }

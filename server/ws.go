@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -28,14 +29,22 @@ func (s *Server) upgrader() *websocket.Upgrader {
 	}
 }
 
-// track registers an open WebSocket for Shutdown; false once the gateway is closing.
-func (s *Server) track(ws *websocket.Conn) bool {
+// socketInfo is who holds an open WebSocket, so that a change of their access can end it.
+type socketInfo struct {
+	userID  string
+	session string // hex SHA-256 of the session cookie ("" for a token)
+	tokenID string
+	agentID string
+}
+
+// track registers an open WebSocket for Shutdown and kick; false once the gateway is closing.
+func (s *Server) track(ws *websocket.Conn, info socketInfo) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return false
 	}
-	s.sockets[ws] = struct{}{}
+	s.sockets[ws] = info
 	return true
 }
 
@@ -43,6 +52,30 @@ func (s *Server) untrack(ws *websocket.Conn) {
 	s.mu.Lock()
 	delete(s.sockets, ws)
 	s.mu.Unlock()
+}
+
+// kick closes every WebSocket that match selects, with close code 1008 and reason: the access
+// it was authorized with has changed (password, permissions, share, token revoked, agent or user
+// deleted). A client that reconnects is authorized afresh; terminals keep running meanwhile.
+func (s *Server) kick(match func(socketInfo) bool, reason string) int {
+	s.mu.Lock()
+	var socks []*websocket.Conn
+	for ws, info := range s.sockets {
+		if match(info) {
+			socks = append(socks, ws)
+		}
+	}
+	s.mu.Unlock()
+	deadline := time.Now().Add(time.Second)
+	for _, ws := range socks {
+		// WriteControl and Close may run concurrently with the session's one writer.
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, reason), deadline)
+		ws.Close()
+	}
+	if len(socks) > 0 {
+		s.log.Info("closed websockets after an access change", "count", len(socks), "reason", reason)
+	}
+	return len(socks)
 }
 
 // surface serves GET /api/agents/:id/<surface>. require has already authenticated the
@@ -72,7 +105,13 @@ func (s *Server) surface(sf api.Surface) echo.HandlerFunc {
 			return nil // the upgrader has answered (JSON, via its Error func)
 		}
 		c.Set(upgradedKey, true)
-		if !s.track(ws) {
+		info := socketInfo{userID: p.user.ID, agentID: a.ID}
+		if p.token != nil {
+			info.tokenID = p.token.ID
+		} else {
+			info.session = hex.EncodeToString(p.sessionHash)
+		}
+		if !s.track(ws, info) {
 			ws.WriteControl(websocket.CloseMessage,
 				websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
 			ws.Close()
