@@ -63,7 +63,7 @@ type gateway struct {
 func startGateway(t *testing.T) *gateway {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := server.New(ctx, server.Config{
 		DataDir:       t.TempDir(),
 		AdminPassword: adminPassword,
