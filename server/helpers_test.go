@@ -130,7 +130,7 @@ var testUserHash = sync.OnceValue(func() string {
 
 // env is a gateway on a real TCP listener with an SQLite store in t.TempDir().
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *Server
 	ts     *httptest.Server
 	bridge *fakeBridge
@@ -143,11 +143,11 @@ type env struct {
 
 type envOption func(*Config)
 
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t testing.TB, opts ...envOption) *env {
 	return newEnvTLS(t, false, opts...)
 }
 
-func newEnvTLS(t *testing.T, tls bool, opts ...envOption) *env {
+func newEnvTLS(t testing.TB, tls bool, opts ...envOption) *env {
 	t.Helper()
 	e := &env{t: t, bridge: &fakeBridge{probes: []bridges.ProbeResult{
 		{Backend: "bwrap", OK: true, Detail: "fake"},

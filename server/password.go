@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -27,6 +28,16 @@ const (
 // ErrBadHash is returned for a stored password hash that is not an argon2id PHC string we accept.
 var ErrBadHash = errors.New("not an argon2id PHC string")
 
+// argonSlots bounds concurrent argon2id computations: each takes 19 MiB and tens of
+// milliseconds of CPU, so a burst of logins must queue rather than exhaust memory.
+var argonSlots = make(chan struct{}, max(2, runtime.NumCPU()))
+
+func argonKey(pw, salt []byte, t, m uint32, p uint8, n uint32) []byte {
+	argonSlots <- struct{}{}
+	defer func() { <-argonSlots }()
+	return argon2.IDKey(pw, salt, t, m, p, n)
+}
+
 // hashPassword returns pw's argon2id hash as a PHC string:
 // $argon2id$v=19$m=19456,t=2,p=1$<salt>$<hash> (unpadded standard base64).
 func hashPassword(pw string) (string, error) {
@@ -34,7 +45,7 @@ func hashPassword(pw string) (string, error) {
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("password salt: %w", err)
 	}
-	key := argon2.IDKey([]byte(pw), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
+	key := argonKey([]byte(pw), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemoryKiB, argonTime, argonThreads,
 		base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key)), nil
 }
@@ -83,7 +94,7 @@ func verifyPassword(hash, pw string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	key := argon2.IDKey([]byte(pw), p.salt, p.time, p.memory, p.threads, uint32(len(p.key)))
+	key := argonKey([]byte(pw), p.salt, p.time, p.memory, p.threads, uint32(len(p.key)))
 	return subtle.ConstantTimeCompare(key, p.key) == 1, nil
 }
 
