@@ -58,16 +58,20 @@ func run(out string) error {
 	if err := cleanBefore(out); err != nil {
 		return err
 	}
-	h := handler(versions, len(wasm))
+	h := handler(versions)
 	// Pre-render a neutral shell: assets serves this index.html for every app path, and the
 	// WASM app renders the page of the actual URL (app.Routes) once it runs.
-	app.Route("/", func() app.Composer { return &boot{} })
+	wasmURL := versioned(versions).Resolve("/web/app.wasm")
+	app.Route("/", func() app.Composer { return &boot{wasm: wasmURL} })
 	if err := app.GenerateStaticWebsite(out, h); err != nil {
 		return fmt.Errorf("generate static website: %w", err)
 	}
 	// Only index.html is served for app routes (assets serves it for every page path);
 	// the per-route copies go-app writes are not used.
 	if err := cleanAfter(out); err != nil {
+		return err
+	}
+	if err := directWasmFetch(filepath.Join(out, "app.js"), wasmURL); err != nil {
 		return err
 	}
 	fmt.Printf("app.wasm transferred size: raw %s, gzip %s, brotli %s (budget %s compressed; version %s)\n",
@@ -162,9 +166,37 @@ func removeIf(out string, drop func(name string, dir bool) bool) error {
 }
 
 // boot is the pre-rendered body of index.html: empty, under go-app's loading screen.
-type boot struct{ app.Compo }
+type boot struct {
+	app.Compo
+	wasm string
+}
+
+// OnPreRender makes index.html preload app.wasm, so its download starts with the page's
+// instead of after the deferred scripts ran.
+func (b *boot) OnPreRender(ctx app.Context) {
+	ctx.Page().SetPreloads(app.Preload{As: "fetch", Type: "application/wasm", Href: b.wasm + " crossorigin=anonymous", FetchPriority: "high"})
+}
 
 func (b *boot) Render() app.UI { return app.Div().ID("boot").Class("boot") }
+
+// directWasmFetch makes go-app's app.js compile app.wasm straight from fetch(). Its default
+// wraps the response in a JS stream to count progress, which costs a copy and keeps the
+// browser from caching the compiled module; the loading label then shows no percentage.
+func directWasmFetch(appJS, wasmURL string) error {
+	b, err := os.ReadFile(appJS)
+	if err != nil {
+		return fmt.Errorf("read app.js: %w", err)
+	}
+	old := fmt.Sprintf("fetchWithProgress(%q, showProgress)", wasmURL)
+	if n := strings.Count(string(b), old); n != 1 {
+		return fmt.Errorf("app.js: found %s %d times, want once (did go-app change?)", old, n)
+	}
+	b = []byte(strings.Replace(string(b), old, fmt.Sprintf("fetch(%q)", wasmURL), 1))
+	if err := os.WriteFile(appJS, b, 0o644); err != nil {
+		return fmt.Errorf("write app.js: %w", err)
+	}
+	return nil
+}
 
 // versioned resolves /web/ paths to URLs carrying their content hash (?v=), which assets
 // serves as immutable; anything else is returned as is.
@@ -185,7 +217,7 @@ func (v versioned) url(p string) string {
 }
 
 // handler is the go-app configuration of the shell; Version changes with any file's content.
-func handler(files map[string]string, wasmSize int) *app.Handler {
+func handler(files map[string]string) *app.Handler {
 	v := versioned(files)
 	keys := make([]string, 0, len(files))
 	for k := range files {
@@ -211,7 +243,7 @@ func handler(files map[string]string, wasmSize int) *app.Handler {
 		Lang:            "en",
 		BackgroundColor: "#0f1318",
 		ThemeColor:      "#0f1318",
-		LoadingLabel:    "Loading Porthole… {progress}%",
+		LoadingLabel:    "Loading Porthole…",
 		Icon: app.Icon{
 			Default:  v.url("/web/icon-192.png"),
 			Large:    v.url("/web/icon-512.png"),
@@ -231,7 +263,6 @@ func handler(files map[string]string, wasmSize int) *app.Handler {
 		Env:                   map[string]string{"PORTHOLE_ICON": v.url("/web/icon-192.png")},
 		Resources:             v,
 		Version:               version,
-		WasmContentLength:     fmt.Sprint(wasmSize), // progress counts decoded bytes; the wire is compressed
 		ServiceWorkerTemplate: porthole.WorkerJS,
 	}
 }
