@@ -243,10 +243,9 @@ func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, e
 		if err != nil {
 			return nil, unavailable(api.BackendBwrap, "cgroups: %v", err)
 		}
-		argv = []string{l.helper, "helper", "cgexec"}
-		for _, p := range procs {
-			argv = append(argv, "--procs", p)
-		}
+		// cgroup v1 has no CLONE_INTO_CGROUP: a shell joins the groups, then execs bwrap in place,
+		// so bwrap and everything in the jail are born inside them.
+		argv = append([]string{"/bin/sh", "-c", cgexecScript, "cgexec"}, procs...)
 		argv = append(argv, "--", bw)
 	} else {
 		bs.HelperArgs = []string{
@@ -270,6 +269,9 @@ func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, e
 	argv = append(argv, "--args", strconv.Itoa(3+len(files)-1))
 	argv = append(argv, command...)
 	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: []string{"PATH=/usr/bin:/bin"}, ExtraFiles: files}
+	if l.cg != nil {
+		cmd.Args[0] = "porthole-cgexec" // names the wrapper in ps until it becomes bwrap
+	}
 	// The gateway's death kills bwrap, and --die-with-parent then the jail (its pid namespace).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p, err := startCmd(cmd, "bwrap", nil)
@@ -285,6 +287,9 @@ func (l *bwrapLauncher) Forget(ctx context.Context, agentID string) error {
 	}
 	return nil
 }
+
+// cgexecScript: "$@" is the cgroup.procs files, "--", then the command.
+const cgexecScript = `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`
 
 // memFiles returns unlinked read-only files holding each content (passed to bwrap as fds).
 func memFiles(contents ...string) ([]*os.File, error) {

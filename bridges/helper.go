@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"sync"
@@ -29,7 +28,6 @@ const HelperPathInJail = "/opt/porthole/porthole"
 // RunHelper is `porthole helper [mode] [flags]`, dispatched by its first argument:
 //
 //	(none)       serve one yamux session over stdin/stdout with the given handlers (inside the sandbox)
-//	cgexec       join cgroups, then exec a command (on the host, wraps bwrap; run by the gateway)
 //	init         a container's pid 1: reap children, exit on SIGTERM
 //
 // Serving flags: --rlimit-nproc N and --rlimit-data BYTES lower the helper's own limits (inherited by
@@ -38,8 +36,6 @@ const HelperPathInJail = "/opt/porthole/porthole"
 func RunHelper(ctx context.Context, args []string, handlers map[string]Handler) error {
 	if len(args) > 0 {
 		switch args[0] {
-		case "cgexec":
-			return cgexec(args[1:])
 		case "init":
 			return containerInit(ctx)
 		}
@@ -226,35 +222,6 @@ func killNamespace() {
 		return
 	}
 	syscall.Kill(-1, syscall.SIGKILL)
-}
-
-// cgexec is `porthole helper cgexec --procs FILE [--procs FILE ...] -- CMD ARGS...`: it writes its
-// own pid into each cgroup.procs file, then execs CMD, so CMD and all it starts are born in the cgroups
-// (cgroup v1 has no CLONE_INTO_CGROUP).
-func cgexec(args []string) error {
-	var procs []string
-	for len(args) > 0 && args[0] != "--" {
-		if args[0] != "--procs" || len(args) < 2 {
-			return fmt.Errorf("cgexec: usage: cgexec --procs FILE... -- CMD ARGS")
-		}
-		procs = append(procs, args[1])
-		args = args[2:]
-	}
-	if len(args) < 2 {
-		return fmt.Errorf("cgexec: no command")
-	}
-	args = args[1:]
-	pid := fmt.Sprint(os.Getpid())
-	for _, p := range procs {
-		if err := os.WriteFile(p, []byte(pid), 0); err != nil {
-			return fmt.Errorf("cgexec: join %s: %w", p, err)
-		}
-	}
-	path, err := exec.LookPath(args[0])
-	if err != nil {
-		return fmt.Errorf("cgexec: %w", err)
-	}
-	return syscall.Exec(path, args, os.Environ())
 }
 
 // containerInit is a container's pid 1: it reaps orphans and exits on SIGTERM/SIGINT.

@@ -1,0 +1,133 @@
+package bridges
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"github.com/porthole/porthole/api"
+)
+
+func reportMs(b *testing.B, name string, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(sum/time.Duration(len(ds))), name+"-ms-mean")
+	b.ReportMetric(ms(ds[len(ds)/2]), name+"-ms-p50")
+	b.ReportMetric(ms(ds[min(len(ds)-1, len(ds)*99/100)]), name+"-ms-p99")
+	b.ReportMetric(0, "ns/op") // the per-op time includes the stops between starts; the ms metrics are what counts
+}
+
+// BenchmarkHelperColdStart: from nothing running to a helper that answered the handshake.
+// bwrap: a new jail (target < 150 ms). container: start the stopped container, exec the helper.
+// container_exec: exec a new helper into the running container (target < 500 ms).
+func BenchmarkHelperColdStart(b *testing.B) {
+	ctx := context.Background()
+	for _, typ := range []string{api.BackendBwrap, api.BackendContainer} {
+		b.Run(typ, func(b *testing.B) {
+			requireBackend(b, typ)
+			m, _ := newTestManager(b, nil)
+			a := agent("bench1", typ, api.NetworkNone, api.Limits{})
+			if _, err := m.Conn(ctx, a); err != nil { // image/container created once
+				b.Fatal(err)
+			}
+			m.Stop(ctx, a.ID)
+			var ds []time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				if _, err := m.Conn(ctx, a); err != nil {
+					b.Fatal(err)
+				}
+				ds = append(ds, time.Since(start))
+				b.StopTimer()
+				if err := m.Stop(ctx, a.ID); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			reportMs(b, "start", ds)
+		})
+	}
+	b.Run("container_exec", func(b *testing.B) {
+		requireBackend(b, api.BackendContainer)
+		m, _ := newTestManager(b, nil)
+		a := agent("bench2", api.BackendContainer, api.NetworkNone, api.Limits{})
+		if _, err := m.Conn(ctx, a); err != nil { // the container runs from here on
+			b.Fatal(err)
+		}
+		spec := AgentSpec{ID: a.ID, Home: AgentHome(m.cfg.DataDir, a.ID), Backend: a.Backend, Limits: m.limits(a.Backend.Limits)}
+		var ds []time.Duration
+		b.ResetTimer()
+		for b.Loop() {
+			start := time.Now()
+			p, err := m.container.Launch(ctx, spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sess, err := yamux.Client(p.Pipe, yamuxConfig())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := handshake(ctx, sess); err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, time.Since(start))
+			b.StopTimer()
+			sess.Close()
+			p.Pipe.Close()
+			<-p.Done()
+			b.StartTimer()
+		}
+		reportMs(b, "start", ds)
+	})
+}
+
+// BenchmarkExecRoundTrip: Exec of `true` through a running helper (target for bwrap: p50 < 5 ms).
+func BenchmarkExecRoundTrip(b *testing.B) {
+	ctx := context.Background()
+	for _, typ := range []string{api.BackendBwrap, api.BackendContainer} {
+		b.Run(typ, func(b *testing.B) {
+			requireBackend(b, typ)
+			m, _ := newTestManager(b, nil)
+			a := agent("bench3", typ, api.NetworkNone, api.Limits{})
+			req := api.ExecRequest{Command: []string{"true"}}
+			if _, err := m.Exec(ctx, a, req); err != nil {
+				b.Fatal(err)
+			}
+			var ds []time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				res, err := m.Exec(ctx, a, req)
+				if err != nil || res.ExitCode != 0 {
+					b.Fatalf("exec: %+v %v", res, err)
+				}
+				ds = append(ds, time.Since(start))
+			}
+			b.StopTimer()
+			reportMs(b, "exec", ds)
+			// Baseline in the same run: the gateway itself spawning `true` (no helper, no jail).
+			// On a loaded machine process creation dominates both.
+			var base []time.Duration
+			for range min(len(ds), 50) {
+				start := time.Now()
+				if err := exec.Command("true").Run(); err != nil {
+					b.Fatal(err)
+				}
+				base = append(base, time.Since(start))
+			}
+			slices.Sort(base)
+			b.ReportMetric(float64(base[len(base)/2])/float64(time.Millisecond), "local-spawn-ms-p50")
+		})
+	}
+}
