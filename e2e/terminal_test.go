@@ -260,13 +260,13 @@ func lineJS(s string) string {
 const promptJS = `window.porthole && porthole.term.all().some(h => /[$#] *$/m.test(h.text()))`
 
 // login logs the browser in through the login form.
-func login(t *testing.T, ctx context.Context, baseURL string) {
+func login(t *testing.T, ctx context.Context, baseURL, user, password string) {
 	t.Helper()
-	do(t, ctx, "log in", 60*time.Second,
+	do(t, ctx, "log in as "+user, 60*time.Second,
 		chromedp.Navigate(baseURL+"/login"),
 		chromedp.WaitVisible(chromedp.ID("username")),
-		chromedp.SendKeys(chromedp.ID("username"), "admin"),
-		chromedp.SendKeys(chromedp.ID("password"), adminPassword),
+		chromedp.SendKeys(chromedp.ID("username"), user),
+		chromedp.SendKeys(chromedp.ID("password"), password),
 		chromedp.Click(chromedp.ID("login-submit")),
 	)
 	waitJS(t, ctx, "leave the login page", `location.pathname !== "/login"`, 30*time.Second)
@@ -312,7 +312,7 @@ func TestTerminalInBrowser(t *testing.T) {
 	b := startBrowser(t)
 	ctx := b.ctx
 
-	login(t, ctx, g.URL)
+	login(t, ctx, g.URL, "admin", adminPassword)
 	do(t, ctx, "open the agent's terminal", 30*time.Second,
 		chromedp.Navigate(g.URL+"/agents/"+agent.ID+"?tab=terminal"),
 		chromedp.WaitVisible(chromedp.CSS(".terminal-screens .porthole-xterm .xterm-screen")),
@@ -335,6 +335,80 @@ func TestTerminalInBrowser(t *testing.T) {
 	if visible := eval[bool](t, ctx, keysBarVisibleJS); visible {
 		t.Errorf("special-keys bar visible at 1280x800 with a mouse, want hidden")
 	}
+
+	t.Run("title and search", func(t *testing.T) {
+		// A window title from OSC 0 is shown as text, never as HTML.
+		typeInto(t, ctx, `printf '\033]0;build <b>x</b> & y\007'`+"\n")
+		waitJS(t, ctx, "the title is shown as text",
+			`(el => el && el.textContent === "build <b>x</b> & y" && !el.querySelector("b"))(document.querySelector(".terminal-title"))`, 20*time.Second)
+		if tab := eval[string](t, ctx, `document.querySelector(".terminal-tab.active .terminal-tab-name").textContent`); tab != "build <b>x</b> & y" {
+			t.Errorf("tab label = %q, want the window title", tab)
+		}
+		if n := eval[int](t, ctx, `document.querySelectorAll(".terminal-panel b").length`); n != 0 {
+			t.Errorf("the panel has %d <b> elements: an agent-controlled string became HTML", n)
+		}
+		// Search in the scrollback finds the earlier output.
+		do(t, ctx, "search the scrollback", 10*time.Second, chromedp.SendKeys(chromedp.CSS(".terminal-search"), "porthole-42"))
+		waitJS(t, ctx, "a search result", `/^1 of 1$/.test(document.querySelector(".terminal-found").textContent)`, 10*time.Second)
+		do(t, ctx, "clear the search", 10*time.Second, chromedp.SendKeys(chromedp.CSS(".terminal-search"), "\x1b"))
+	})
+
+	t.Run("tabs", func(t *testing.T) {
+		do(t, ctx, "open a second terminal", 10*time.Second, chromedp.Click(chromedp.CSS(".terminal-new")))
+		waitJS(t, ctx, "a second tab, active", `document.querySelectorAll(".terminal-tab").length === 2 && document.querySelectorAll(".terminal-tab")[1].classList.contains("active")`, 20*time.Second)
+		waitJS(t, ctx, "a prompt in the second terminal", `(h => h && /[$#] *$/m.test(h.text()))(porthole.term.all().find(h => h.term.element.offsetParent !== null))`, 60*time.Second)
+		typeInto(t, ctx, "echo second-$((1+1))\n")
+		waitJS(t, ctx, "output in the second terminal", lineJS("second-2"), 20*time.Second)
+		if eval[bool](t, ctx, `porthole.term.all()[0].text().includes("second-2")`) {
+			t.Errorf("the first terminal shows the second one's output")
+		}
+		// Close it: the shell is hung up, the tab shows it ended, then goes.
+		do(t, ctx, "close the second terminal", 10*time.Second, chromedp.Click(chromedp.CSS(".terminal-tab.active .terminal-tab-close")))
+		waitJS(t, ctx, "the tab shows the terminal ended", `!!document.querySelector(".terminal-tab.active.exited") && /closed/.test(document.querySelector(".terminal-ended").textContent)`, 20*time.Second)
+		do(t, ctx, "remove the ended tab", 10*time.Second, chromedp.Click(chromedp.CSS(".terminal-tab.active .terminal-tab-close")))
+		waitJS(t, ctx, "back to one tab", `document.querySelectorAll(".terminal-tab").length === 1 && porthole.term.all().length === 1`, 10*time.Second)
+		typeInto(t, ctx, "echo first-$((2+2))\n")
+		waitJS(t, ctx, "the first terminal still works", lineJS("first-4"), 20*time.Second)
+	})
+
+	t.Run("watcher", func(t *testing.T) {
+		// A second user who may only watch this agent, in a browser context of their own.
+		g.call(t, "POST", "/api/users", api.CreateUserRequest{Username: "viewer", Password: "viewer-password-5d1e",
+			Permissions: &api.Permissions{Terminal: api.LevelDrive, Desktop: api.LevelDrive, Browser: api.LevelDrive}}, http.StatusCreated, nil)
+		share := api.LevelWatch
+		g.call(t, "PATCH", "/api/agents/"+agent.ID, api.UpdateAgentRequest{Share: &share}, http.StatusOK, nil)
+
+		wctx, cancel := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
+		defer cancel()
+		if err := chromedp.Do(wctx); err != nil {
+			t.Fatalf("open a new browser context: %v", err)
+		}
+		b.watchConsole(t, wctx, "watcher")
+		login(t, wctx, g.URL, "viewer", "viewer-password-5d1e")
+		do(t, wctx, "open the agent's terminal as a watcher", 30*time.Second,
+			chromedp.Navigate(g.URL+"/agents/"+agent.ID+"?tab=terminal"),
+			chromedp.WaitVisible(chromedp.CSS(".terminal-screens .porthole-xterm .xterm-screen")),
+		)
+		waitJS(t, wctx, "the watcher sees the scrollback", lineJS("porthole-42"), 30*time.Second)
+		waitJS(t, wctx, "the watching badge", `(el => el && el.textContent === "watching" && el.offsetParent !== null)(document.querySelector(".terminal-watching"))`, 10*time.Second)
+		if eval[bool](t, wctx, `!!document.querySelector(".terminal-new")`) {
+			t.Errorf("a watcher is offered the new-terminal button")
+		}
+		waitJS(t, ctx, "the driver sees who watches", `/viewer \(watching\)/.test((document.querySelector(".terminal-viewers") || {}).textContent)`, 20*time.Second)
+		waitJS(t, wctx, "the watcher sees who drives", `/admin \(driving\)/.test((document.querySelector(".terminal-viewers") || {}).textContent)`, 20*time.Second)
+
+		// The watcher's keystrokes go nowhere; the driver's output reaches the watcher.
+		typeInto(t, wctx, "echo hacked-$((5*5))\n")
+		typeInto(t, ctx, "echo done-$((3+3))\n")
+		waitJS(t, wctx, "the watcher sees the driver's command run", lineJS("done-6"), 20*time.Second)
+		for _, c := range []context.Context{ctx, wctx} {
+			if eval[bool](t, c, `porthole.term.all().some(h => h.text().includes("hacked"))`) {
+				t.Errorf("a watcher's keystrokes reached the terminal:\n%s", eval[string](t, c, screensJS))
+			}
+		}
+		share = api.LevelNone
+		g.call(t, "PATCH", "/api/agents/"+agent.ID, api.UpdateAgentRequest{Share: &share}, http.StatusOK, nil)
+	})
 
 	t.Run("phone", func(t *testing.T) {
 		// A second tab of the same browser (same session cookie) as a phone.
