@@ -37,6 +37,9 @@ type termState struct {
 	sent     [2]uint16 // the size we last reported on this connection
 	exited   bool
 	reason   string
+	// listedGone: marked ended because a List no longer had it; its Exit
+	// (reason, status) may still come.
+	listedGone bool
 }
 
 // termClient is the protocol logic of one TerminalPanel, independent of the
@@ -159,10 +162,10 @@ func (c *termClient) handle(m terminal.Message) {
 		}
 	case terminal.Exit:
 		st := c.terms[m.ID]
-		if st == nil || st.exited {
+		if st == nil || (st.exited && !st.listedGone) {
 			return
 		}
-		st.exited, st.attached = true, false
+		st.exited, st.attached, st.listedGone = true, false, false
 		st.reason = m.Reason
 		if st.reason == "" {
 			st.reason = "ended"
@@ -227,8 +230,12 @@ func (c *termClient) list(m terminal.List) {
 	}
 	for _, st := range c.terms {
 		if !running[st.id] && !st.exited {
-			st.exited, st.attached, st.reason = true, false, "ended"
-			c.sink.notice(st.id, "terminal ended")
+			// An attached terminal also gets an Exit with the reason, which
+			// may come after this List: it then completes the notice.
+			if !st.attached {
+				c.sink.notice(st.id, "terminal ended")
+			}
+			st.exited, st.attached, st.reason, st.listedGone = true, false, "ended", true
 			c.applyMode(st)
 		}
 	}

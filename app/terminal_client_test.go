@@ -144,6 +144,28 @@ func TestTermClientGapAndExit(t *testing.T) {
 	}
 }
 
+func TestTermClientListBeforeExit(t *testing.T) {
+	s := newRecSink()
+	c := newTermClient(s, terminal.ModeDrive)
+	c.handle(terminal.Hello{Version: 1, Mode: terminal.ModeDrive})
+	c.handle(terminal.List{Terminals: []terminal.TermInfo{{ID: 1}, {ID: 2}}})
+	c.closeTab(2)
+	// The List without terminal 2 overtakes its Exit.
+	c.handle(terminal.List{Terminals: []terminal.TermInfo{{ID: 1}}})
+	c.handle(terminal.Exit{ID: 2, Code: 129, Reason: "closed by alice"})
+	c.active = 2
+	if v := c.view(); v.Ended != "closed by alice (status 129)" || !v.Tabs[1].Exited {
+		t.Errorf("view = %+v, want terminal 2 ended with the Exit's reason", v)
+	}
+	if n := s.notices[2]; len(n) != 1 || n[0] != "terminal ended: closed by alice (status 129)" {
+		t.Errorf("notices = %q, want one with the Exit's reason", n)
+	}
+	c.handle(terminal.Exit{ID: 2, Code: 0, Reason: "again"})
+	if n := s.notices[2]; len(n) != 1 {
+		t.Errorf("a second Exit added notices: %q", n)
+	}
+}
+
 func TestTermClientWatcher(t *testing.T) {
 	s := newRecSink()
 	c := newTermClient(s, terminal.ModeWatch)
