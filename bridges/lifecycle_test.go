@@ -14,6 +14,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 	"github.com/porthole/porthole/api"
+	"go.uber.org/goleak"
 )
 
 // descendants returns pid and every process below it (host view, from /proc).
@@ -235,5 +236,28 @@ func TestForgetPurge(t *testing.T) {
 		if _, err := m.Conn(context.Background(), agent(bad, api.BackendBwrap, api.NetworkNone, api.Limits{})); !errors.Is(err, ErrBadAgentID) {
 			t.Errorf("Conn(agent id %q) = %v, want ErrBadAgentID", bad, err)
 		}
+	}
+}
+
+// TestCloseLeaksNoGoroutines: every goroutine the Manager, its Conns and exec streams start ends
+// once Close returns.
+func TestCloseLeaksNoGoroutines(t *testing.T) {
+	requireBackend(t, api.BackendBwrap)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	m, err := NewManager(Config{DataDir: t.TempDir(), HelperPath: helperBin, ContainerEngine: os.Getenv("PORTHOLE_TEST_ENGINE"), IdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"leak1", "leak2"} {
+		a := agent(id, api.BackendBwrap, api.NetworkNone, api.Limits{})
+		if res := sh(t, m, a, "echo hi"); res.Stdout != "hi\n" {
+			t.Fatalf("exec: %+v", res)
+		}
+		c, _ := m.Conn(context.Background(), a)
+		st, _ := c.Open(context.Background(), StreamExec) // left open: Close must end it
+		_ = st
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
