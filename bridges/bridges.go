@@ -162,6 +162,10 @@ func NewManager(cfg Config) (*Manager, error) {
 		if cg, err = newCgroups(cfg.CgroupRoot, cfg.Instance); err != nil {
 			m.logger.Info("cgroups not usable; bwrap jails get rlimits", "cause", err)
 			cg = nil
+		} else if n, err := cg.reconcile(); err != nil {
+			m.logger.Warn("cgroups left over by a previous gateway", "err", err)
+		} else if n > 0 {
+			m.logger.Info("removed cgroups left over by a previous gateway", "agents", n)
 		}
 	}
 	m.launchers[api.BackendBwrap] = &bwrapLauncher{bwrap: cfg.BwrapPath, helper: cfg.HelperPath, cg: cg, logger: m.logger}

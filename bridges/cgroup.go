@@ -113,3 +113,27 @@ func (c *cgroups) remove(agentID string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// reconcile removes the groups of this instance left by a previous gateway process (killed: its
+// jails died with it, their empty groups stayed), killing anything still inside.
+func (c *cgroups) reconcile() (int, error) {
+	seen := map[string]bool{}
+	for _, ctl := range cgControllers {
+		ents, err := os.ReadDir(filepath.Join(c.root, ctl, "porthole"))
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if id, ok := strings.CutPrefix(e.Name(), c.instance+"-"); ok && e.IsDir() {
+				seen[id] = true
+			}
+		}
+	}
+	var errs []error
+	for id := range seen {
+		if err := c.remove(id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(seen), errors.Join(errs...)
+}

@@ -128,4 +128,10 @@ func TestKill9LeavesNothing(t *testing.T) {
 	if len(list.Items) > 0 {
 		t.Errorf("%d container(s) of the killed gateway remain after the new start", len(list.Items))
 	}
+	if os.Getuid() == 0 {
+		left, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*/porthole", m.Instance()+"-*"))
+		if len(left) > 0 {
+			t.Errorf("cgroups of the killed gateway remain after the new start: %q", left)
+		}
+	}
 }
