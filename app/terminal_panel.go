@@ -36,6 +36,7 @@ type termUI struct {
 	Mods      termMods
 	Found     string // search result, e.g. "2 of 5"
 	Phone     bool   // narrow screen or coarse pointer: show the keys bar
+	Conns     int    // connections that got a Hello (reconnects show as data-connections)
 }
 
 // termDriver is the browser session as the panel uses it (terminal_session_wasm.go).
@@ -95,7 +96,7 @@ func (p *TerminalPanel) Render() app.UI {
 	if v.Watching {
 		mode = "watch"
 	}
-	return app.Div().Class("terminal-panel").DataSet("mode", mode).Body(
+	return app.Div().Class("terminal-panel").DataSet("mode", mode).DataSet("connections", p.ui.Conns).Body(
 		p.renderBar(v),
 		p.renderTools(),
 		p.renderInfo(v),

@@ -33,6 +33,7 @@ type termSession struct {
 	wsFuncs  []js.Func // its handlers, released when it closes
 	screens  map[uint32]*termScreen
 	attempt  int // reconnect attempts since the last Hello
+	conns    int // connections that got a Hello
 	timer    *time.Timer
 	status   string
 	mods     termMods
@@ -138,7 +139,7 @@ func (s *termSession) refresh(ctx app.Context) {
 }
 
 func (s *termSession) snapshot() termUI {
-	return termUI{View: s.c.view(), Status: s.status, Connected: s.c.connected, Mods: s.mods, Found: s.found, Phone: s.phone}
+	return termUI{View: s.c.view(), Status: s.status, Connected: s.c.connected, Mods: s.mods, Found: s.found, Phone: s.phone, Conns: s.conns}
 }
 
 // syncShown shows the active screen only; a newly shown screen is fitted and focused.
@@ -266,6 +267,7 @@ func (s *termSession) message(ws js.Value, data js.Value) {
 		s.c.handle(m)
 		if _, ok := m.(terminal.Hello); ok {
 			s.attempt = 0
+			s.conns++
 			s.status = ""
 			ack := s.c.ackBytes()
 			for _, sc := range s.screens {

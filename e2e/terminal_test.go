@@ -256,6 +256,9 @@ func lineJS(s string) string {
 	return fmt.Sprintf(`window.porthole && porthole.term.all().some(h => h.text().split("\n").some(l => l.trim() === %s))`, q)
 }
 
+// connsJS is how many connections the panel has had (data-connections).
+const connsJS = `document.querySelector(".terminal-panel").dataset.connections`
+
 // promptJS is true once the active screen shows a shell prompt.
 const promptJS = `window.porthole && porthole.term.all().some(h => /[$#] *$/m.test(h.text()))`
 
@@ -406,8 +409,36 @@ func TestTerminalInBrowser(t *testing.T) {
 				t.Errorf("a watcher's keystrokes reached the terminal:\n%s", eval[string](t, c, screensJS))
 			}
 		}
+		// Watchers scale: the watcher's grid is the PTY's size, the driver's.
+		sizeJS := `(s => s.cols + "x" + s.rows)(porthole.term.all()[0].size())`
+		waitJS(t, wctx, "the watcher's grid is the driver's size",
+			fmt.Sprintf(`%s === %q`, sizeJS, eval[string](t, ctx, sizeJS)), 10*time.Second)
+
+		// Unsharing drops the watcher's connection; it keeps retrying, and once
+		// the agent is shared again it resumes after the last byte it had: the
+		// output it missed appears, and nothing twice.
+		// (A settings change also drops the driver's connection: it reconnects.)
+		conns := eval[string](t, ctx, connsJS)
 		share = api.LevelNone
 		g.call(t, "PATCH", "/api/agents/"+agent.ID, api.UpdateAgentRequest{Share: &share}, http.StatusOK, nil)
+		waitJS(t, wctx, "the watcher shows it is disconnected", `!!document.querySelector(".terminal-conn")`, 20*time.Second)
+		waitJS(t, ctx, "the driver reconnected", fmt.Sprintf(`%s !== %q && !document.querySelector(".terminal-conn")`, connsJS, conns), 30*time.Second)
+		typeInto(t, ctx, "echo missed-$((7*7))\n")
+		waitJS(t, ctx, "the driver ran a command", lineJS("missed-49"), 20*time.Second)
+		share = api.LevelWatch
+		g.call(t, "PATCH", "/api/agents/"+agent.ID, api.UpdateAgentRequest{Share: &share}, http.StatusOK, nil)
+		do(t, wctx, "reconnect now", 10*time.Second, chromedp.Click(chromedp.CSS(".terminal-reconnect")))
+		waitJS(t, wctx, "the watcher reconnected", `!document.querySelector(".terminal-conn")`, 30*time.Second)
+		waitJS(t, wctx, "the watcher got the missed output", lineJS("missed-49"), 20*time.Second)
+		for _, line := range []string{"porthole-42", "done-6", "missed-49"} {
+			if n := eval[int](t, wctx, fmt.Sprintf(`porthole.term.all()[0].text().split("\n").filter(l => l.trim() === %q).length`, line)); n != 1 {
+				t.Errorf("after the reconnect the watcher shows %q %d times, want once:\n%s", line, n, eval[string](t, wctx, screensJS))
+			}
+		}
+		conns = eval[string](t, ctx, connsJS)
+		share = api.LevelNone
+		g.call(t, "PATCH", "/api/agents/"+agent.ID, api.UpdateAgentRequest{Share: &share}, http.StatusOK, nil)
+		waitJS(t, ctx, "the driver reconnected", fmt.Sprintf(`%s !== %q && !document.querySelector(".terminal-conn")`, connsJS, conns), 30*time.Second)
 	})
 
 	t.Run("phone", func(t *testing.T) {
@@ -452,6 +483,15 @@ func TestTerminalInBrowser(t *testing.T) {
 		do(t, pctx, "tap ↑ then Enter", 10*time.Second, chromedp.Tap(chromedp.CSS(`.terminal-key[data-key="up"]`)))
 		typeInto(t, pctx, "\n")
 		waitJS(t, pctx, "↑ recalled the command", `porthole.term.all()[0].text().split("\n").filter(l => l.trim() === "after-2").length >= 2`, 20*time.Second)
+	})
+
+	t.Run("flow control", func(t *testing.T) {
+		// 1.9 MB of output, 7× the server's window: it only all arrives if the
+		// screen acknowledges what it has written.
+		typeInto(t, ctx, "seq 1 300000\n")
+		waitJS(t, ctx, "the last line of a long output", lineJS("300000"), 120*time.Second)
+		typeInto(t, ctx, "echo end-$((9*9))\n")
+		waitJS(t, ctx, "the terminal answers after the flood", lineJS("end-81"), 20*time.Second)
 	})
 }
 
