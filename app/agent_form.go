@@ -13,7 +13,8 @@ import (
 type AgentFormPage struct {
 	app.Compo
 
-	id      string // "" when creating
+	ui      app.Context // the page's own context, for async results
+	id      string      // "" when creating
 	me      api.Me
 	name    string
 	backend string
@@ -27,6 +28,7 @@ type AgentFormPage struct {
 
 // OnNav resets the form and, when editing, loads the agent.
 func (p *AgentFormPage) OnNav(ctx app.Context) {
+	p.ui = ctx
 	path := ctx.Page().URL().Path
 	p.id = ""
 	if path != "/agents/new" {
@@ -82,7 +84,7 @@ func (p *AgentFormPage) submit(ctx app.Context, e app.Event) {
 	id := p.id
 	p.busy, p.err = true, nil
 	var saved api.Agent
-	load(ctx, func(c context.Context) (err error) {
+	load(p.ui, func(c context.Context) (err error) {
 		if id == "" {
 			saved, err = apiClient.CreateAgent(c, api.CreateAgentRequest{Name: name, Backend: b, Share: share})
 			return err

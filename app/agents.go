@@ -11,6 +11,7 @@ import (
 type AgentsPage struct {
 	app.Compo
 
+	ui       app.Context // the page's own context: async results land on it, not on a vanished button
 	me       api.Me
 	agents   []api.Agent
 	loaded   bool
@@ -21,6 +22,7 @@ type AgentsPage struct {
 
 // OnNav loads the user and the agents.
 func (p *AgentsPage) OnNav(ctx app.Context) {
+	p.ui = ctx
 	ctx.Page().SetTitle("Agents · Porthole")
 	if app.IsServer {
 		return
@@ -54,7 +56,7 @@ func (p *AgentsPage) cancelDelete(ctx app.Context, e app.Event) { p.deleting = "
 func (p *AgentsPage) confirmDelete(id string) app.EventHandler {
 	return func(ctx app.Context, e app.Event) {
 		p.busy = true
-		load(ctx, func(c context.Context) error {
+		load(p.ui, func(c context.Context) error {
 			return apiClient.DeleteAgent(c, id)
 		}, func(ctx app.Context, err error) {
 			p.busy, p.deleting, p.err = false, "", err

@@ -11,6 +11,7 @@ import (
 type LoginPage struct {
 	app.Compo
 
+	ui       app.Context // the page's own context, for async results
 	username string
 	password string
 	busy     bool
@@ -18,7 +19,10 @@ type LoginPage struct {
 }
 
 // OnNav sets the page title.
-func (p *LoginPage) OnNav(ctx app.Context) { ctx.Page().SetTitle("Log in · Porthole") }
+func (p *LoginPage) OnNav(ctx app.Context) {
+	p.ui = ctx
+	ctx.Page().SetTitle("Log in · Porthole")
+}
 
 func (p *LoginPage) submit(ctx app.Context, e app.Event) {
 	e.PreventDefault()
@@ -31,9 +35,10 @@ func (p *LoginPage) submit(ctx app.Context, e app.Event) {
 	}
 	p.busy, p.err = true, nil
 	user, pass := p.username, p.password
-	ctx.Async(func() {
+	ui := p.ui
+	ui.Async(func() {
 		err := apiClient.Login(context.Background(), user, pass)
-		ctx.Dispatch(func(ctx app.Context) {
+		ui.Dispatch(func(ctx app.Context) {
 			p.busy = false
 			if err != nil {
 				if isUnauthorized(err) {

@@ -14,6 +14,7 @@ type TopBar struct {
 	// Active names the current section ("agents" or "users") for highlighting.
 	Active string
 
+	ui       app.Context // the bar's own context, for async results
 	me       api.Me
 	loaded   bool
 	theme    string
@@ -24,6 +25,7 @@ type TopBar struct {
 
 // OnMount loads the user and the current theme.
 func (b *TopBar) OnMount(ctx app.Context) {
+	b.ui = ctx
 	b.theme = currentTheme()
 	if app.IsServer {
 		return
@@ -50,9 +52,10 @@ func (b *TopBar) toggleMenu(ctx app.Context, e app.Event) { b.menuOpen = !b.menu
 
 func (b *TopBar) logout(ctx app.Context, e app.Event) {
 	b.leaving = true
-	ctx.Async(func() {
+	ui := b.ui
+	ui.Async(func() {
 		err := apiClient.Logout(context.Background())
-		ctx.Dispatch(func(ctx app.Context) {
+		ui.Dispatch(func(ctx app.Context) {
 			b.leaving = false
 			if err != nil && !isUnauthorized(err) {
 				b.err = err

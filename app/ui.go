@@ -47,7 +47,9 @@ func forgetUser() {
 }
 
 // load runs fetch off the UI goroutine and hands its result to done on it. A 401 sends the
-// user to the login page. fetch must not touch component state; done may.
+// user to the login page. fetch must not touch component state; done may. ctx must be the
+// component's own context (kept from OnNav or OnMount), not an event handler's: go-app drops
+// a Dispatch whose source element was re-rendered away meanwhile, and done would never run.
 func load(ctx app.Context, fetch func(context.Context) error, done func(app.Context, error)) {
 	ctx.Async(func() {
 		err := fetch(context.Background())

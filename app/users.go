@@ -13,6 +13,7 @@ import (
 type UsersPage struct {
 	app.Compo
 
+	ui       app.Context // the page's own context: async results land on it, not on a vanished element
 	me       api.Me
 	users    []api.User
 	loaded   bool
@@ -30,6 +31,7 @@ type UsersPage struct {
 
 // OnNav loads the accounts.
 func (p *UsersPage) OnNav(ctx app.Context) {
+	p.ui = ctx
 	ctx.Page().SetTitle("Users · Porthole")
 	p.newPerms = api.DefaultPermissions
 	if app.IsServer {
@@ -61,9 +63,9 @@ func (p *UsersPage) refresh(ctx app.Context) {
 }
 
 // run calls the API off the UI goroutine, shows its error or notice, and reloads the list.
-func (p *UsersPage) run(ctx app.Context, notice string, call func(context.Context) error) {
+func (p *UsersPage) run(notice string, call func(context.Context) error) {
 	p.busy, p.err, p.notice = true, nil, ""
-	load(ctx, call, func(ctx app.Context, err error) {
+	load(p.ui, call, func(ctx app.Context, err error) {
 		p.busy, p.err = false, err
 		if err == nil {
 			p.notice = notice
@@ -82,7 +84,7 @@ func (p *UsersPage) create(ctx app.Context, e app.Event) {
 	perms := p.newPerms
 	req := api.CreateUserRequest{Username: name, Password: p.newPass, Admin: p.newAdmin, Permissions: &perms}
 	p.newName, p.newPass, p.newAdmin, p.newPerms = "", "", false, api.DefaultPermissions
-	p.run(ctx, "Created user "+name+".", func(c context.Context) error {
+	p.run("Created user "+name+".", func(c context.Context) error {
 		_, err := apiClient.CreateUser(c, req)
 		return err
 	})
@@ -100,7 +102,7 @@ func (p *UsersPage) setPerm(u api.User, s api.Surface) app.EventHandler {
 		case api.SurfaceBrowser:
 			perms.Browser = l
 		}
-		p.run(ctx, "Saved "+u.Username+"'s permissions.", func(c context.Context) error {
+		p.run("Saved "+u.Username+"'s permissions.", func(c context.Context) error {
 			return apiClient.UpdateUser(c, u.ID, api.UpdateUserRequest{Permissions: &perms})
 		})
 	}
@@ -109,7 +111,7 @@ func (p *UsersPage) setPerm(u api.User, s api.Surface) app.EventHandler {
 func (p *UsersPage) setAdmin(u api.User) app.EventHandler {
 	return func(ctx app.Context, e app.Event) {
 		admin := jsChecked(ctx)
-		p.run(ctx, "Saved "+u.Username+"'s role.", func(c context.Context) error {
+		p.run("Saved "+u.Username+"'s role.", func(c context.Context) error {
 			return apiClient.UpdateUser(c, u.ID, api.UpdateUserRequest{Admin: &admin})
 		})
 	}
@@ -124,7 +126,7 @@ func (p *UsersPage) cancelDelete(ctx app.Context, e app.Event) { p.deleting = ""
 func (p *UsersPage) confirmDelete(u api.User) app.EventHandler {
 	return func(ctx app.Context, e app.Event) {
 		p.deleting = ""
-		p.run(ctx, "Deleted user "+u.Username+".", func(c context.Context) error {
+		p.run("Deleted user "+u.Username+".", func(c context.Context) error {
 			return apiClient.DeleteUser(c, u.ID)
 		})
 	}
@@ -156,7 +158,7 @@ func (p *UsersPage) Render() app.UI {
 			app.If(p.me.ID != "" && !p.me.Admin, func() app.UI {
 				return app.P().Class("empty").Text("Only an admin can manage users.")
 			}),
-			app.If(p.loaded, func() app.UI {
+			app.If(p.loaded && p.me.Admin, func() app.UI {
 				return app.Div().Body(p.renderList(), p.renderCreate())
 			}),
 		),

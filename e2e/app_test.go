@@ -235,11 +235,12 @@ func quote(s string) string {
 	return string(b)
 }
 
-// choose picks an option of a <select> the way a user does: value, then a change event.
-func choose(t *testing.T, c *chromium, id, value string) {
+// choose picks an option of the <select> matching a CSS selector the way a user does: the
+// value, then a change event.
+func choose(t *testing.T, c *chromium, sel, value string) {
 	t.Helper()
-	js[bool](t, c, fmt.Sprintf(`(() => { const s = document.getElementById(%s); s.value = %s;
-		s.dispatchEvent(new Event("change", {bubbles: true})); return true })()`, quote(id), quote(value)))
+	js[bool](t, c, fmt.Sprintf(`(() => { const s = document.querySelector(%s); s.value = %s;
+		s.dispatchEvent(new Event("change", {bubbles: true})); return true })()`, quote(sel), quote(value)))
 }
 
 // clear empties a text field (the next typed keys replace its value).
@@ -330,8 +331,8 @@ func TestAppShell(t *testing.T) {
 	name := "e2e-agent"
 	clear(t, c, "agent-name")
 	c.steps(t, "fill in the name", chromedp.SendKeys(chromedp.ID("agent-name"), name))
-	choose(t, c, "agent-network", api.NetworkFull)
-	choose(t, c, "agent-share", string(api.LevelDrive))
+	choose(t, c, "#agent-network", api.NetworkFull)
+	choose(t, c, "#agent-share", string(api.LevelDrive))
 	c.steps(t, "create the agent", chromedp.Click(chromedp.ID("agent-submit")))
 	c.until(t, "the new agent's page", `location.pathname.startsWith("/agents/") && location.pathname !== "/agents/new" && !!document.getElementById("agent-title")`)
 	id, err := url.PathUnescape(strings.TrimPrefix(c.path(), "/agents/"))
@@ -440,6 +441,99 @@ func TestAppShell(t *testing.T) {
 	s.ts.Close()
 	c.steps(t, "navigate while the server is down", chromedp.Navigate(s.URL+"/agents"))
 	c.until(t, "the offline page", `!!document.getElementById("offline") && document.body.textContent.includes("Porthole is offline")`)
+}
+
+// loginUI logs the browser in through the login form and waits for the agents page.
+func loginUI(t *testing.T, c *chromium, base, user, password string) {
+	t.Helper()
+	c.steps(t, "open the login page", chromedp.Navigate(base+"/login"))
+	c.until(t, "the login form", `!!document.getElementById("login-form")`)
+	c.steps(t, "log in as "+user,
+		chromedp.SendKeys(chromedp.ID("username"), user),
+		chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Click(chromedp.ID("login-submit")),
+	)
+	c.until(t, "the agents page after login", `location.pathname === "/" && !!document.getElementById("own-agents")`)
+}
+
+// rowJS selects the users table row of a user.
+func rowJS(id string) string {
+	return fmt.Sprintf(`document.querySelector('tr[data-user-id=%s]')`, quote(id))
+}
+
+// TestAppAdminPages: an admin manages users and deletes an agent through the pages; a
+// non-admin gets no users page.
+func TestAppAdminPages(t *testing.T) {
+	s := startShellServer(t)
+	admin := s.login(t, "admin", shellAdminPassword)
+	var doomed api.Agent
+	admin.call(t, "POST", "/api/agents", api.CreateAgentRequest{Name: "doomed",
+		Backend: api.Backend{Type: api.BackendBwrap, Network: api.NetworkNone}, Share: api.LevelNone}, http.StatusCreated, &doomed)
+	c := startChromium(t)
+	loginUI(t, c, s.URL, "admin", shellAdminPassword)
+
+	// Delete an agent from the list: it asks first, then the card goes.
+	c.until(t, "the agent card", cardJS(doomed.ID)+` !== null`)
+	c.steps(t, "ask to delete", chromedp.Click(chromedp.CSS(fmt.Sprintf(`li.agent-card[data-agent-id=%s] .delete-agent`, quote(doomed.ID)))))
+	c.until(t, "the confirmation", cardJS(doomed.ID)+`.querySelector(".confirm-delete") !== null`)
+	c.steps(t, "confirm", chromedp.Click(chromedp.CSS(fmt.Sprintf(`li.agent-card[data-agent-id=%s] .confirm-delete`, quote(doomed.ID)))))
+	c.until(t, "the card gone", cardJS(doomed.ID)+` === null`)
+	admin.call(t, "GET", "/api/agents/"+url.PathEscape(doomed.ID), nil, http.StatusNotFound, nil)
+
+	// Users page: create dave with desktop "watch".
+	c.steps(t, "open the users page", chromedp.Click(chromedp.ID("nav-users")))
+	c.until(t, "the users table", `location.pathname === "/admin/users" && !!document.getElementById("user-table")`)
+	c.steps(t, "fill in the new user",
+		chromedp.SendKeys(chromedp.ID("new-username"), "dave"),
+		chromedp.SendKeys(chromedp.ID("new-password"), "dave-password-42"),
+	)
+	choose(t, c, "#new-perm-desktop", string(api.LevelWatch))
+	c.steps(t, "create the user", chromedp.Click(chromedp.ID("user-submit")))
+	c.until(t, "dave in the table", `[...document.querySelectorAll("#user-table td.username")].some(td => td.textContent === "dave")`)
+	var users []api.User
+	admin.call(t, "GET", "/api/users", nil, http.StatusOK, &users)
+	var dave api.User
+	for _, u := range users {
+		if u.Username == "dave" {
+			dave = u
+		}
+	}
+	if want := (api.Permissions{Terminal: api.LevelDrive, Desktop: api.LevelWatch, Browser: api.LevelDrive}); dave.Permissions != want || dave.Admin {
+		t.Fatalf("dave = %+v, want a non-admin with permissions %+v", dave, want)
+	}
+
+	// Change dave's terminal permission to none from the table.
+	choose(t, c, fmt.Sprintf(`tr[data-user-id=%s] select.perm-terminal`, quote(dave.ID)), string(api.LevelNone))
+	c.until(t, "the saved notice", `(document.querySelector(".notice") || {}).textContent === "Saved dave's permissions."`)
+	admin.call(t, "GET", "/api/users", nil, http.StatusOK, &users)
+	for _, u := range users {
+		if u.ID == dave.ID && u.Permissions.Terminal != api.LevelNone {
+			t.Errorf("dave's terminal permission = %q after the change, want none", u.Permissions.Terminal)
+		}
+	}
+
+	// dave logs in elsewhere: no users link, and the page refuses him.
+	d := startChromium(t)
+	loginUI(t, d, s.URL, "dave", "dave-password-42")
+	if d.until(t, "the top bar", `(document.getElementById("whoami") || {}).textContent === "dave"`); js[bool](t, d, `!!document.getElementById("nav-users")`) {
+		t.Error("a non-admin sees the Users link")
+	}
+	d.steps(t, "open the users page as dave", chromedp.Navigate(s.URL+"/admin/users"))
+	d.until(t, "the refusal", `document.body.textContent.includes("Only an admin can manage users.")`)
+	if js[bool](t, d, `!!document.getElementById("user-table")`) {
+		t.Error("a non-admin sees the users table")
+	}
+
+	// Delete dave: asks first, then the row goes and the account is gone.
+	c.steps(t, "ask to delete dave", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-user-id=%s] .delete-user`, quote(dave.ID)))))
+	c.steps(t, "confirm", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-user-id=%s] .confirm-delete`, quote(dave.ID)))))
+	c.until(t, "dave's row gone", rowJS(dave.ID)+` === null`)
+	admin.call(t, "GET", "/api/users", nil, http.StatusOK, &users)
+	for _, u := range users {
+		if u.ID == dave.ID {
+			t.Errorf("dave still exists after the delete: %+v", u)
+		}
+	}
 }
 
 // checkManifest fetches the web manifest and its icons and checks the 192 and 512 px PNGs.
