@@ -15,7 +15,7 @@ TAG=${1:-porthole-agent:latest}
 PODMAN=${PODMAN:-podman}
 PODMAN_FLAGS=${PODMAN_FLAGS:-}
 
-PACKAGES="base-files dash bash coreutils procps findutils grep sed util-linux
+PACKAGES="base-files dash bash coreutils procps findutils grep sed mawk util-linux debianutils
   libc-bin xvfb xkb-data x11-xkb-utils x11-utils x11-xserver-utils xauth
   chromium chromium-common
   fontconfig fontconfig-config fonts-dejavu-core fonts-liberation xfonts-base
@@ -24,45 +24,56 @@ PACKAGES="base-files dash bash coreutils procps findutils grep sed util-linux
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
 
-installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
-
-# Dependency closure over Depends and Pre-Depends of installed packages; of
-# alternatives ("a | b") the first installed one is taken.
-: >"$work/seen"
-queue=""
-for p in $PACKAGES; do
-	if installed "$p"; then queue="$queue $p"; else echo "build.sh: skipping $p (not installed)" >&2; fi
-done
-while [ -n "$(echo $queue)" ]; do
-	next=""
-	for p in $queue; do
-		grep -qx "$p" "$work/seen" && continue
-		echo "$p" >>"$work/seen"
-		deps=$(dpkg-query -W -f='${Depends}, ${Pre-Depends}' "$p" 2>/dev/null || true)
-		# one dependency (with its alternatives) per line
-		echo "$deps" | tr ',' '\n' | while IFS= read -r dep; do
-			[ -n "$(echo $dep)" ] || continue
-			echo "$dep" | tr '|' '\n' | while IFS= read -r alt; do
-				name=$(echo "$alt" | sed -e 's/(.*)//' -e 's/\[.*\]//' -e 's/:any//' -e 's/ //g')
-				[ -n "$name" ] || continue
-				if installed "$name"; then echo "$name"; break; fi
-			done
-		done >"$work/deps"
-		next="$next $(cat "$work/deps" | tr '\n' ' ')"
-	done
-	queue=$next
-done
+# Dependency closure over Depends and Pre-Depends of the installed packages, in one pass over
+# dpkg's database: of alternatives ("a | b") the first installed one is taken; a virtual package
+# resolves to an installed package that Provides it.
+dpkg-query -W -f='${db:Status-Status}\t${Package}\t${Provides}\t${Depends}, ${Pre-Depends}\n' >"$work/db"
+awk -F'\t' -v roots="$PACKAGES" '
+function clean(s) { sub(/\(.*\)/, "", s); sub(/\[.*\]/, "", s); gsub(/[ \n]/, "", s); sub(/:.*/, "", s); return s }
+function resolve(n) { if (n in inst) return n; if (n in prov) return prov[n]; return "" }
+function visit(p,    d, n, i, alts, m, j, r) {
+	if (p in seen) return
+	seen[p] = 1
+	print p
+	n = split(deps[p], d, ",")
+	for (i = 1; i <= n; i++) {
+		m = split(d[i], alts, "|")
+		for (j = 1; j <= m; j++) {
+			r = clean(alts[j])
+			if (r == "") continue
+			r = resolve(r)
+			if (r != "") { visit(r); break }
+		}
+	}
+}
+$1 == "installed" {
+	inst[$2] = 1
+	deps[$2] = $4
+	n = split($3, pv, ",")
+	for (i = 1; i <= n; i++) { v = clean(pv[i]); if (v != "" && !(v in prov)) prov[v] = $2 }
+}
+END {
+	n = split(roots, rs, " ")
+	for (i = 1; i <= n; i++) {
+		r = resolve(rs[i])
+		if (r == "") print "build.sh: skipping " rs[i] " (not installed)" > "/dev/stderr"
+		else visit(r)
+	}
+}' "$work/db" >"$work/seen"
 echo "build.sh: $(wc -l <"$work/seen") packages" >&2
 
 # Files of those packages, with merged-usr paths canonicalised (/bin/x → /usr/bin/x).
-while IFS= read -r p; do dpkg -L "$p" 2>/dev/null || true; done <"$work/seen" |
+# shellcheck disable=SC2046
+dpkg -L $(cat "$work/seen") 2>/dev/null |
 	sed -e 's#^/bin/#/usr/bin/#' -e 's#^/sbin/#/usr/sbin/#' -e 's#^/lib/#/usr/lib/#' -e 's#^/lib64/#/usr/lib64/#' |
 	grep -v -e '^/etc/passwd$' -e '^/etc/group$' -e '^/etc/shadow$' -e '^/etc/gshadow$' |
 	sort -u | while IFS= read -r f; do
 	if [ -L "$f" ] || [ -f "$f" ]; then echo "${f#/}"; fi
 done >"$work/files"
 # Alternatives' symlinks (e.g. /etc/alternatives/x-www-browser) and the font cache.
+# (and the links update-alternatives made in /usr/bin and /usr/sbin, which no package owns).
 find /etc/alternatives -maxdepth 1 -type l | sed 's#^/##' >>"$work/files"
+find /usr/bin /usr/sbin -maxdepth 1 -lname '/etc/alternatives/*' | sed 's#^/##' >>"$work/files"
 [ -d /var/cache/fontconfig ] && find /var/cache/fontconfig -type f | sed 's#^/##' >>"$work/files"
 sort -u -o "$work/files" "$work/files"
 echo "build.sh: $(wc -l <"$work/files") files" >&2
