@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +85,10 @@ type Manager struct {
 	mu     sync.Mutex
 	slots  map[string]*slot
 	closed bool
+
+	probeMu  sync.Mutex // serialises probes; guards probed, probedAt
+	probed   []ProbeResult
+	probedAt time.Time
 }
 
 // slot serialises starting and stopping one agent's helper.
@@ -187,15 +192,28 @@ func NewManager(cfg Config) (*Manager, error) {
 // Instance is the name this gateway's containers and cgroups carry.
 func (m *Manager) Instance() string { return m.instance }
 
+// ProbeInterval is how long Probe results are reused: /readyz is public, and each probe starts a
+// real (minimal) jail and pings the engine.
+const ProbeInterval = 5 * time.Second
+
 // Probe checks every backend (bwrap usable, engine reachable and image present, host allowed).
+// Concurrent and repeated calls within ProbeInterval share one probe.
 func (m *Manager) Probe(ctx context.Context) []ProbeResult {
+	m.probeMu.Lock()
+	defer m.probeMu.Unlock()
+	if m.probed != nil && time.Since(m.probedAt) < ProbeInterval {
+		return slices.Clone(m.probed)
+	}
 	var out []ProbeResult
 	for _, b := range []string{api.BackendBwrap, api.BackendContainer, api.BackendHost} {
 		if l := m.launchers[b]; l != nil {
 			out = append(out, l.Probe(ctx))
 		}
 	}
-	return out
+	if ctx.Err() == nil {
+		m.probed, m.probedAt = out, time.Now()
+	}
+	return slices.Clone(out)
 }
 
 func (m *Manager) limits(l api.Limits) api.Limits {

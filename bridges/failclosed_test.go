@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/internal/testenv"
 )
 
 // childrenOf lists the live child processes of pid (from /proc).
@@ -140,5 +142,32 @@ func TestFailClosed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProbeIsRateLimited: /readyz is public and calls Probe; a burst of probes starts one jail.
+func TestProbeIsRateLimited(t *testing.T) {
+	real := testenv.LookPath(t, "bwrap")
+	dir := t.TempDir()
+	count := filepath.Join(dir, "runs")
+	counting := filepath.Join(dir, "bwrap")
+	os.WriteFile(counting, []byte(fmt.Sprintf("#!/bin/sh\necho run >> %q\nexec %q \"$@\"\n", count, real)), 0o755)
+	m, _ := newTestManager(t, func(c *Config) { c.BwrapPath = counting })
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, r := range m.Probe(context.Background()) {
+				if r.Backend == api.BackendBwrap && !r.OK {
+					t.Errorf("probe: %+v", r)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b, _ := os.ReadFile(count)
+	if n := strings.Count(string(b), "run"); n != 1 {
+		t.Errorf("20 concurrent probes started bwrap %d times, want 1", n)
 	}
 }
