@@ -241,7 +241,7 @@ func waitJS(t *testing.T, ctx context.Context, what, cond string, timeout time.D
 	t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := chromedp.Run(tctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+	if _, err := chromedp.Run(tctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(timeout))); err != nil {
 		screens := eval[string](t, ctx, screensJS)
 		t.Fatalf("%s: %v\nterminal screens:\n%s", what, err, screens)
 	}
