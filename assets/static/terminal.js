@@ -134,7 +134,7 @@
     }));
     term.attachCustomKeyEventHandler(function (ev) {
       if (ev.type !== "keydown") return true;
-      const k = ev.key.toLowerCase();
+      const k = (ev.key || "").toLowerCase();
       if (ev.ctrlKey && ev.shiftKey && k === "c") { copy(); ev.preventDefault(); return false; }
       if (ev.ctrlKey && ev.shiftKey && k === "v") { return false; } // let the paste event happen
       return true;
