@@ -277,13 +277,20 @@ func (m *Manager) Conn(ctx context.Context, agent api.Agent) (*Conn, error) {
 		select {
 		case <-c.done:
 		default:
-			if c.backend == b {
+			if c.backend == b && !c.ending() {
 				c.touch()
 				return c, nil
 			}
-			// The agent's backend changed: the old helper goes.
-			c.stop(errors.New("backend changed"))
-			<-c.done
+			if !c.ending() {
+				// The agent's backend changed: the old helper goes.
+				c.stop(errors.New("backend changed"))
+			}
+			// An ending helper (idle stop, crash) is waited for, then replaced.
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("agent %s: waiting for the previous helper to stop: %w", agent.ID, context.Cause(ctx))
+			}
 		}
 		s.conn = nil
 	}
@@ -388,15 +395,26 @@ func (m *Manager) Exec(ctx context.Context, agent api.Agent, req api.ExecRequest
 	if _, err := ValidateExec(req); err != nil {
 		return api.ExecResult{}, err
 	}
-	c, err := m.Conn(ctx, agent)
-	if err != nil {
-		return api.ExecResult{}, err
-	}
-	st, err := c.Open(ctx, StreamExec)
+	st, err := m.Open(ctx, agent, StreamExec)
 	if err != nil {
 		return api.ExecResult{}, err
 	}
 	return ExecOverStream(ctx, st, req)
+}
+
+// Open opens a stream of kind to the agent's helper, starting it if needed. A helper that
+// stopped (idle) between Conn and Conn.Open is replaced once, so callers do not see that race.
+func (m *Manager) Open(ctx context.Context, agent api.Agent, kind string) (net.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := m.Conn(ctx, agent)
+		if err != nil {
+			return nil, err
+		}
+		st, err := c.Open(ctx, kind)
+		if err == nil || attempt > 0 || !errors.Is(err, ErrHelperGone) {
+			return st, err
+		}
+	}
 }
 
 // Stop stops the agent's helper (and its container) if it runs; its home and backend state stay.
@@ -536,6 +554,11 @@ func (c *Conn) Open(ctx context.Context, kind string) (net.Conn, error) {
 	default:
 	}
 	c.mu.Lock()
+	if c.stopping != nil {
+		cause := c.stopping
+		c.mu.Unlock()
+		return nil, fmt.Errorf("agent %s: %w: %v", c.agentID, ErrHelperGone, cause)
+	}
 	c.active++
 	c.lastUse = time.Now()
 	c.mu.Unlock()
@@ -556,6 +579,9 @@ func (c *Conn) Open(ctx context.Context, kind string) (net.Conn, error) {
 		case <-c.done:
 			return nil, c.err
 		default:
+		}
+		if c.ending() {
+			return nil, fmt.Errorf("open %s stream to agent %s: %w: %v", kind, c.agentID, ErrHelperGone, err)
 		}
 		return nil, fmt.Errorf("open %s stream to agent %s: %w", kind, c.agentID, err)
 	}
@@ -578,6 +604,14 @@ func (c *Conn) Err() error {
 // Process is the launched helper (for tests and diagnostics).
 func (c *Conn) Process() *Process { return c.proc }
 
+// ending reports whether the helper is being stopped or its session is gone.
+func (c *Conn) ending() bool {
+	c.mu.Lock()
+	stopping := c.stopping != nil
+	c.mu.Unlock()
+	return stopping || c.sess.IsClosed()
+}
+
 func (c *Conn) touch() {
 	c.mu.Lock()
 	c.lastUse = time.Now()
@@ -593,15 +627,18 @@ func (c *Conn) release() {
 
 // idleCheck runs on the idle timer: stop when no stream was open for IdleTimeout, else re-arm.
 func (c *Conn) idleCheck() {
+	timeout := c.m.cfg.IdleTimeout
 	c.mu.Lock()
 	idleFor := time.Since(c.lastUse)
 	active := c.active
-	c.mu.Unlock()
-	timeout := c.m.cfg.IdleTimeout
-	if active == 0 && idleFor >= timeout {
-		c.stop(fmt.Errorf("idle for %s", timeout.Round(time.Millisecond)))
+	if active == 0 && idleFor >= timeout && c.stopping == nil {
+		// Decided under the lock Open takes: no stream can slip in now.
+		c.stopping = fmt.Errorf("idle for %s", timeout.Round(time.Millisecond))
+		c.mu.Unlock()
+		c.stop(nil)
 		return
 	}
+	c.mu.Unlock()
 	next := timeout - idleFor
 	if active > 0 || next <= 0 {
 		next = timeout
@@ -612,7 +649,7 @@ func (c *Conn) idleCheck() {
 // stop ends the helper: close the session (the helper exits on EOF), then kill it.
 func (c *Conn) stop(cause error) {
 	c.mu.Lock()
-	if c.stopping == nil {
+	if c.stopping == nil && cause != nil {
 		c.stopping = cause
 	}
 	c.mu.Unlock()

@@ -261,3 +261,26 @@ func TestCloseLeaksNoGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestIdleStopRacesNoCaller: uses that land right at the idle deadline either keep the helper or
+// get a new one; none fails.
+func TestIdleStopRacesNoCaller(t *testing.T) {
+	requireBackend(t, api.BackendBwrap)
+	m, _ := newTestManager(t, func(c *Config) { c.IdleTimeout = 30 * time.Millisecond })
+	a := agent("race1", api.BackendBwrap, api.NetworkNone, api.Limits{})
+	restarts := map[*Conn]bool{}
+	for i := range 40 {
+		time.Sleep(time.Duration(20+i%3*10) * time.Millisecond) // around the idle deadline
+		res, err := m.Exec(context.Background(), a, api.ExecRequest{Command: []string{"true"}})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec %d at the idle deadline: %+v, %v", i, res, err)
+		}
+		if c, err := m.Conn(context.Background(), a); err == nil {
+			restarts[c] = true
+		}
+	}
+	t.Logf("%d helpers over 40 execs", len(restarts))
+	if len(restarts) < 2 {
+		t.Errorf("the helper never idled out (%d helpers): the race was not exercised", len(restarts))
+	}
+}
