@@ -1,0 +1,46 @@
+//go:build !js
+
+package app_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestWasmMainIsClientOnly: app.wasm must not link the gateway, the backends or the
+// desktop/browser drivers (they are megabytes, and server code has no business in a browser).
+func TestWasmMainIsClientOnly(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "github.com/porthole/porthole/app/cmd/wasm")
+	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps (js/wasm): %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	forbidden := []string{
+		"github.com/porthole/porthole/server",
+		"github.com/porthole/porthole/bridges",
+		"github.com/porthole/porthole/assets",
+		"github.com/chromedp/",
+		"github.com/go-vgo/robotgo",
+		"github.com/labstack/echo",
+		"modernc.org/sqlite",
+		"github.com/jackc/pgx",
+		"github.com/creack/pty",
+		"github.com/hashicorp/yamux",
+		"github.com/moby/",
+		"github.com/gorilla/websocket", // the gateway half of terminal; the browser has its own WebSocket
+	}
+	for _, d := range deps {
+		for _, f := range forbidden {
+			if strings.HasPrefix(d, f) {
+				t.Errorf("app.wasm links %s (matches %s)", d, f)
+			}
+		}
+	}
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps printed %d packages, want the whole graph: %q", len(deps), out)
+	}
+}
