@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -75,9 +76,9 @@ func ServeHelperStream(ctx context.Context, stream net.Conn) {
 		defer wg.Done()
 		defer close(readerDone)
 		defer out.close()
-		buf := make([]byte, 32<<10)
+		buf := make([]byte, hOutputChunk)
 		for {
-			n, err := sh.ptmx.Read(buf)
+			n, err := sh.read(buf)
 			if n > 0 && !out.put(buf[:n]) {
 				return
 			}
@@ -357,6 +358,41 @@ func startShell(cols, rows uint16) (*shell, error) {
 	}
 	sh.cmd = cmd
 	return sh, nil
+}
+
+// read reads what the PTY has, batching: one read() returns at most about 4 KiB, so it
+// keeps reading while more is ready (up to len(buf)) and only then hands the batch on.
+// A lone keystroke echo still goes out at once (the next read() would block).
+func (s *shell) read(buf []byte) (int, error) {
+	rc, err := s.ptmx.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		for n < len(buf) {
+			m, e := syscall.Read(int(fd), buf[n:])
+			switch {
+			case e == syscall.EINTR:
+				continue
+			case e == syscall.EAGAIN:
+				return n > 0 // wait for readiness only when nothing was read yet
+			case e != nil:
+				rerr = e
+				return true
+			case m == 0:
+				rerr = io.EOF
+				return true
+			}
+			n += m
+		}
+		return true
+	})
+	if rerr != nil {
+		err = rerr
+	}
+	return n, err
 }
 
 func (s *shell) resize(cols, rows uint16) error {

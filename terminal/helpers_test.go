@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ type inProcessHelper struct {
 }
 
 func newInProcessHelper(t testing.TB) *inProcessHelper {
-	a, b := net.Pipe()
+	a, b := socketPair(t)
 	cfg := yamux.DefaultConfig()
 	cfg.LogOutput = nil
 	cfg.Logger = nil
@@ -397,4 +398,22 @@ func (c *client) quiet(id uint32) uint64 {
 	}
 	c.t.Fatalf("terminal %d never went quiet", id)
 	return 0
+}
+
+// socketPair returns the two ends of a Unix socketpair (kernel-buffered like the helper's pipes).
+func socketPair(t testing.TB) (net.Conn, net.Conn) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) net.Conn {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return conn(fds[0]), conn(fds[1])
 }

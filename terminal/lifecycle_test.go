@@ -2,6 +2,7 @@ package terminal
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -194,16 +195,36 @@ func TestIdleTimeoutEndsDetachedTerminal(t *testing.T) {
 }
 
 func TestHelperDeathIsReported(t *testing.T) {
+	j := newJail(t)
+	srv := newTestServer(t, Config{}, j.Open)
+	c := dial(t, srv, "a1", "alice", "drive")
+	id := c.open(80, 24)
+	c.run(id, "echo up")
+	// The agent's helper dies (stopped, crashed or idle-stopped): viewers are told.
+	if err := j.mgr.Stop(context.Background(), "a1"); err != nil {
+		t.Fatal(err)
+	}
+	x := waitMsg(c, "Exit", 10*time.Second, func(x Exit) bool { return x.ID == id })
+	if x.Reason != "agent helper exited" || x.Code != -1 {
+		t.Errorf("Exit after helper death = %+v, want code -1, agent helper exited", x)
+	}
+	// It is recoverable: the next Open starts a new helper.
+	id2 := c.open(80, 24)
+	if out := c.run(id2, "echo back"); !strings.Contains(out, "back\r\n") {
+		t.Errorf("terminal after the helper restarted: %q", out)
+	}
+}
+
+func TestHelperUnavailableIsAClearError(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	h := newInProcessHelper(t)
 	srv := newTestServer(t, Config{}, h.Open)
 	c := dial(t, srv, "a1", "alice", "drive")
 	id := c.open(80, 24)
-	c.run(id, "echo up")
 	h.Kill()
 	x := waitMsg(c, "Exit", 10*time.Second, func(x Exit) bool { return x.ID == id })
-	if x.Reason != "agent helper exited" || x.Code != -1 {
-		t.Errorf("Exit after helper death = %+v, want code -1, agent helper exited", x)
+	if x.Reason != "agent helper exited" {
+		t.Errorf("Exit after helper death = %+v, want agent helper exited", x)
 	}
 	c.send(Open{Tag: 5, Cols: 80, Rows: 24})
 	e := waitMsg(c, "helper error", 10*time.Second, func(e ErrorMsg) bool { return e.Code == ErrCodeHelper })

@@ -1,0 +1,392 @@
+package terminal
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/gorilla/websocket"
+)
+
+// benchFileSize is the size of the file the throughput benchmarks cat (≥ 100 MB).
+const benchFileSize = 100 << 20
+
+var (
+	benchFileOnce sync.Once
+	benchFilePath string
+	benchFileErr  error
+)
+
+// benchFile returns a ≥100 MB file of printable lines, made once per test binary run.
+func benchFile(b *testing.B) string {
+	benchFileOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "porthole-bench-")
+		if err != nil {
+			benchFileErr = err
+			return
+		}
+		benchFilePath = filepath.Join(dir, "payload.txt")
+		f, err := os.Create(benchFilePath)
+		if err != nil {
+			benchFileErr = err
+			return
+		}
+		defer f.Close()
+		r := rand.New(rand.NewSource(1))
+		line := make([]byte, 100)
+		var buf bytes.Buffer
+		for n := 0; n < benchFileSize; n += len(line) {
+			for i := range line[:99] {
+				line[i] = byte(' ' + r.Intn(95))
+			}
+			line[99] = '\n'
+			buf.Write(line)
+			if buf.Len() > 1<<20 {
+				f.Write(buf.Bytes())
+				buf.Reset()
+			}
+		}
+		_, benchFileErr = f.Write(buf.Bytes())
+	})
+	if benchFileErr != nil {
+		b.Fatal(benchFileErr)
+	}
+	return benchFilePath
+}
+
+// cpuSeconds is this process's user+system CPU time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// BenchmarkRawPTY: cat of the file through a PTY, read as fast as possible.
+func BenchmarkRawPTY(b *testing.B) {
+	path := benchFile(b)
+	var total int64
+	start := time.Now()
+	cpu0 := cpuSeconds()
+	for range b.N {
+		cmd := exec.Command("cat", path)
+		ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := ptmx.Read(buf)
+			total += int64(n)
+			if err != nil {
+				break
+			}
+		}
+		cmd.Wait()
+		ptmx.Close()
+	}
+	el := time.Since(start).Seconds()
+	b.SetBytes(total / int64(b.N))
+	b.ReportMetric(float64(total)/1e6/el, "MB/s")
+	b.ReportMetric((cpuSeconds()-cpu0)/(float64(total)/1e6), "CPU-s/MB")
+}
+
+// benchClient is a lean WebSocket client for the benchmarks: one goroutine reads,
+// acks and looks for markers.
+type benchClient struct {
+	ws    *websocket.Conn
+	buf   []byte
+	tail  []byte // last bytes of output, to find markers across frames
+	bytes int64
+}
+
+func benchDial(b *testing.B, srv *testServer) *benchClient {
+	u := "ws" + strings.TrimPrefix(srv.URL, "http") + "/?agent=bench&user=bench&mode=drive"
+	ws, _, err := websocket.DefaultDialer.Dial(u, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ws.Close() })
+	return &benchClient{ws: ws}
+}
+
+// read reads one message into a reused buffer (valid until the next read).
+func (c *benchClient) read() ([]byte, error) {
+	return readInto(c.ws, &c.buf)
+}
+
+// readInto reads one WebSocket message into *buf, reusing it (both benchmark clients use it).
+func readInto(ws *websocket.Conn, buf *[]byte) ([]byte, error) {
+	_, r, err := ws.NextReader()
+	if err != nil {
+		return nil, err
+	}
+	b := (*buf)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			*buf = b
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (c *benchClient) send(m Message) error { return c.ws.WriteMessage(websocket.BinaryMessage, Encode(m)) }
+
+// until reads frames (acking output) until f returns true for a message.
+func (c *benchClient) until(f func(Message) bool) error {
+	for {
+		c.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+		data, err := c.read()
+		if err != nil {
+			return fmt.Errorf("read (last output %q): %w", c.tail, err)
+		}
+		m, err := Decode(data)
+		if err != nil {
+			return err
+		}
+		if o, ok := m.(Output); ok {
+			c.bytes += int64(len(o.Data))
+			if err := c.send(Ack{ID: o.ID, N: uint32(len(o.Data))}); err != nil {
+				return err
+			}
+		}
+		if f(m) {
+			return nil
+		}
+	}
+}
+
+// untilOutput reads until the output contains marker (also across frames).
+func (c *benchClient) untilOutput(marker string) error {
+	mk := []byte(marker)
+	return c.until(func(m Message) bool {
+		o, ok := m.(Output)
+		if !ok {
+			return false
+		}
+		d := o.Data
+		found := bytes.Contains(d, mk)
+		if !found && len(c.tail) > 0 {
+			edge := append(c.tail, d[:min(len(d), len(mk)-1)]...)
+			found = bytes.Contains(edge, mk)
+		}
+		if found {
+			c.tail = c.tail[:0]
+			return true
+		}
+		if len(d) >= len(mk)-1 {
+			c.tail = append(c.tail[:0], d[len(d)-(len(mk)-1):]...)
+		} else {
+			c.tail = append(c.tail, d...)
+			c.tail = c.tail[max(0, len(c.tail)-(len(mk)-1)):]
+		}
+		return false
+	})
+}
+
+// benchTerminal opens a terminal on an in-process helper and waits for its prompt.
+func benchTerminal(b *testing.B) (*benchClient, uint32) {
+	home := b.TempDir()
+	b.Setenv("HOME", home)
+	h := newInProcessHelper(b)
+	srv := newTestServer(b, Config{}, h.Open)
+	c := benchDial(b, srv)
+	if err := c.send(Open{Tag: 1, Cols: 80, Rows: 24}); err != nil {
+		b.Fatal(err)
+	}
+	var id uint32
+	if err := c.until(func(m Message) bool {
+		if o, ok := m.(Opened); ok {
+			id = o.ID
+			return true
+		}
+		return false
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.send(Input{ID: id, Data: []byte("PS1='PROMPT''> '\r")}); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.untilOutput("PROMPT> "); err != nil {
+		b.Fatal(err)
+	}
+	return c, id
+}
+
+// BenchmarkPortholeWS: the same cat, end to end through the helper stream, the Service
+// and a real WebSocket client that acks as xterm.js does.
+func BenchmarkPortholeWS(b *testing.B) {
+	path := benchFile(b)
+	c, id := benchTerminal(b)
+	b.ResetTimer()
+	c.bytes = 0
+	start := time.Now()
+	cpu0 := cpuSeconds()
+	for range b.N {
+		if err := c.send(Input{ID: id, Data: []byte("cat " + path + "; echo END''MARK\r")}); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.untilOutput("ENDMARK"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	el := time.Since(start).Seconds()
+	cpu := cpuSeconds() - cpu0
+	b.StopTimer()
+	b.SetBytes(c.bytes / int64(b.N))
+	b.ReportMetric(float64(c.bytes)/1e6/el, "MB/s")
+	b.ReportMetric(cpu/(float64(c.bytes)/1e6), "CPU-s/MB")
+}
+
+// BenchmarkGottyBaseline: a gotty-style path for comparison: 1 KiB PTY reads, each sent as
+// a base64 text frame over a WebSocket, decoded by the client.
+func BenchmarkGottyBaseline(b *testing.B) {
+	path := benchFile(b)
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		cmd := exec.Command("cat", path)
+		ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
+		if err != nil {
+			return
+		}
+		defer cmd.Wait()
+		defer ptmx.Close()
+		buf := make([]byte, 1024)
+		for {
+			n, err := ptmx.Read(buf)
+			if n > 0 {
+				msg := "1" + base64.StdEncoding.EncodeToString(buf[:n])
+				if ws.WriteMessage(websocket.TextMessage, []byte(msg)) != nil {
+					return
+				}
+			}
+			if err != nil {
+				ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	var total int64
+	b.ResetTimer()
+	start := time.Now()
+	cpu0 := cpuSeconds()
+	for range b.N {
+		ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var buf, dec []byte
+		for {
+			data, err := readInto(ws, &buf)
+			if err != nil {
+				break
+			}
+			dec = slices.Grow(dec[:0], base64.StdEncoding.DecodedLen(len(data)-1))[:base64.StdEncoding.DecodedLen(len(data)-1)]
+			n, err := base64.StdEncoding.Decode(dec, data[1:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += int64(n)
+		}
+		ws.Close()
+	}
+	el := time.Since(start).Seconds()
+	cpu := cpuSeconds() - cpu0
+	b.SetBytes(total / int64(b.N))
+	b.ReportMetric(float64(total)/1e6/el, "MB/s")
+	b.ReportMetric(cpu/(float64(total)/1e6), "CPU-s/MB")
+}
+
+func percentile(ds []time.Duration, p float64) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(float64(len(s))*p))].Microseconds()) / 1000
+}
+
+// BenchmarkEchoLatency: one keystroke to its echo by the shell (readline), over the WebSocket.
+func BenchmarkEchoLatency(b *testing.B) {
+	c, id := benchTerminal(b)
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if err := c.send(Input{ID: id, Data: []byte("a")}); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.until(func(m Message) bool {
+			o, ok := m.(Output)
+			return ok && bytes.Contains(o.Data, []byte("a"))
+		}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+		if i%64 == 63 { // clear the line (^U) so it does not grow without bound
+			c.send(Input{ID: id, Data: []byte{0x15}})
+			c.until(func(m Message) bool { _, ok := m.(Output); return ok })
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(percentile(lat, 0.5), "ms-p50")
+	b.ReportMetric(percentile(lat, 0.99), "ms-p99")
+}
+
+// BenchmarkCtrlCFlood: from sending ^C during a `yes` flood to the shell's next prompt.
+func BenchmarkCtrlCFlood(b *testing.B) {
+	c, id := benchTerminal(b)
+	var lat []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		if err := c.send(Input{ID: id, Data: []byte("yes\r")}); err != nil {
+			b.Fatal(err)
+		}
+		c.bytes = 0
+		if err := c.until(func(Message) bool { return c.bytes > 4<<20 }); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := c.send(Input{ID: id, Data: []byte{0x03}}); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.untilOutput("PROMPT> "); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	b.ReportMetric(percentile(lat, 0.5), "ms-p50")
+	b.ReportMetric(percentile(lat, 1), "ms-max")
+}
+
+var _ = errors.New
+var _ = fmt.Sprint
+var _ = io.EOF
+var _ = context.Background
