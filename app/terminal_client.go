@@ -421,10 +421,24 @@ func (c *termClient) view() termView {
 	return v
 }
 
-// termViewersText lists who is attached, e.g. "alice (you, driving), bob (watching)".
+// termViewersText lists who is attached, e.g. "alice (you, driving), bob
+// (watching, 2 connections)": one entry per person and mode.
 func termViewersText(vs []terminal.ViewerInfo, me string) string {
-	parts := make([]string, 0, len(vs))
+	type key struct {
+		id   string
+		mode terminal.Mode
+	}
+	count := map[key]int{}
+	var order []terminal.ViewerInfo
 	for _, v := range vs {
+		k := key{v.ID, v.Mode}
+		if count[k] == 0 {
+			order = append(order, v)
+		}
+		count[k]++
+	}
+	parts := make([]string, 0, len(order))
+	for _, v := range order {
 		name := v.Name
 		if name == "" {
 			name = v.ID
@@ -432,6 +446,9 @@ func termViewersText(vs []terminal.ViewerInfo, me string) string {
 		how := v.Mode.String()
 		if me != "" && v.ID == me {
 			how = "you, " + how
+		}
+		if n := count[key{v.ID, v.Mode}]; n > 1 {
+			how += fmt.Sprintf(", %d connections", n)
 		}
 		parts = append(parts, fmt.Sprintf("%s (%s)", name, how))
 	}

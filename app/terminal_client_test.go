@@ -217,6 +217,27 @@ func TestTermClientOpenRefused(t *testing.T) {
 	}
 }
 
+func TestTermViewersText(t *testing.T) {
+	alice := terminal.ViewerInfo{ID: "u1", Name: "alice", Mode: terminal.ModeDrive}
+	bob := terminal.ViewerInfo{ID: "u2", Name: "bob", Mode: terminal.ModeWatch}
+	tests := []struct {
+		vs   []terminal.ViewerInfo
+		me   string
+		want string
+	}{
+		{nil, "u1", ""},
+		{[]terminal.ViewerInfo{alice}, "u1", "alice (you, driving)"},
+		{[]terminal.ViewerInfo{alice, bob}, "u2", "alice (driving), bob (you, watching)"},
+		{[]terminal.ViewerInfo{alice, bob, alice}, "", "alice (driving, 2 connections), bob (watching)"},
+		{[]terminal.ViewerInfo{{ID: "token:t1", Mode: terminal.ModeDrive}}, "u1", "token:t1 (driving)"},
+	}
+	for _, tt := range tests {
+		if got := termViewersText(tt.vs, tt.me); got != tt.want {
+			t.Errorf("termViewersText(%v, %q) = %q, want %q", tt.vs, tt.me, got, tt.want)
+		}
+	}
+}
+
 func TestTermBackoff(t *testing.T) {
 	tests := []struct {
 		n        int

@@ -334,6 +334,7 @@ func TestTerminalInBrowser(t *testing.T) {
 	typeInto(t, ctx, "stty size\n")
 	waitJS(t, ctx, "stty size reports the fitted size", lineJS(fmt.Sprintf("%d %d", size.Rows, size.Cols)), 20*time.Second)
 
+	screenshot(t, ctx, "terminal-desktop")
 	// A desktop has no special-keys bar.
 	if visible := eval[bool](t, ctx, keysBarVisibleJS); visible {
 		t.Errorf("special-keys bar visible at 1280x800 with a mouse, want hidden")
@@ -430,6 +431,8 @@ func TestTerminalInBrowser(t *testing.T) {
 		do(t, wctx, "reconnect now", 10*time.Second, chromedp.Click(chromedp.CSS(".terminal-reconnect")))
 		waitJS(t, wctx, "the watcher reconnected", `!document.querySelector(".terminal-conn")`, 30*time.Second)
 		waitJS(t, wctx, "the watcher got the missed output", lineJS("missed-49"), 20*time.Second)
+		waitJS(t, wctx, "after the reconnect the watcher sees who drives", `/admin \(driving\)/.test((document.querySelector(".terminal-viewers") || {}).textContent)`, 20*time.Second)
+		screenshot(t, wctx, "terminal-watcher")
 		for _, line := range []string{"porthole-42", "done-6", "missed-49"} {
 			if n := eval[int](t, wctx, fmt.Sprintf(`porthole.term.all()[0].text().split("\n").filter(l => l.trim() === %q).length`, line)); n != 1 {
 				t.Errorf("after the reconnect the watcher shows %q %d times, want once:\n%s", line, n, eval[string](t, wctx, screensJS))
@@ -478,6 +481,7 @@ func TestTerminalInBrowser(t *testing.T) {
 		waitJS(t, pctx, "Ctrl is released after one key", `!document.querySelector('.terminal-key.armed')`, 10*time.Second)
 		typeInto(t, pctx, "echo after-$((1+1))\n")
 		waitJS(t, pctx, "Ctrl+C interrupted sleep and the next command ran", lineJS("after-2"), 20*time.Second)
+		screenshot(t, pctx, "terminal-phone")
 
 		// The bar's arrow key recalls the last command.
 		do(t, pctx, "tap ↑ then Enter", 10*time.Second, chromedp.Tap(chromedp.CSS(`.terminal-key[data-key="up"]`)))
@@ -493,6 +497,23 @@ func TestTerminalInBrowser(t *testing.T) {
 		typeInto(t, ctx, "echo end-$((9*9))\n")
 		waitJS(t, ctx, "the terminal answers after the flood", lineJS("end-81"), 20*time.Second)
 	})
+}
+
+// screenshot saves the tab's screen to $PORTHOLE_E2E_SCREENSHOTS/name.png when
+// that variable names a directory (to look at the layout; off by default).
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("PORTHOLE_E2E_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644)
+	}
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+	}
 }
 
 // keysBarVisibleJS is true when the special-keys bar is laid out and on screen.

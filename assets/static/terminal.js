@@ -331,9 +331,19 @@
     const target = vv || window;
     target.addEventListener("resize", update);
     if (vv) vv.addEventListener("scroll", update);
+    // The page above a panel can change height (a header loads): follow the
+    // body's size too, once per frame.
+    let frame = 0;
+    const soon = function () {
+      if (!frame) frame = requestAnimationFrame(function () { frame = 0; update(); });
+    };
+    const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(soon) : null;
+    if (ro) ro.observe(document.body);
     return function () {
       target.removeEventListener("resize", update);
       if (vv) vv.removeEventListener("scroll", update);
+      if (ro) ro.disconnect();
+      if (frame) cancelAnimationFrame(frame);
     };
   }
 
