@@ -4,6 +4,7 @@ package app
 
 import (
 	"net/url"
+	"strconv"
 	"sync"
 	"syscall/js"
 	"time"
@@ -331,9 +332,9 @@ func (s *termSession) create(id uint32) {
 			case n == 0:
 				s.found = "no match"
 			case i < 0:
-				s.found = itoa(n) + " matches"
+				s.found = strconv.Itoa(n) + " matches"
 			default:
-				s.found = itoa(i+1) + " of " + itoa(n)
+				s.found = strconv.Itoa(i+1) + " of " + strconv.Itoa(n)
 			}
 		}),
 	}
@@ -348,28 +349,6 @@ func (s *termSession) create(id uint32) {
 			s.cleanups = append(s.cleanups, func() { stop.Invoke() })
 		}
 	}
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
 }
 
 // remove implements termSink.
