@@ -26,13 +26,15 @@ func backendOpen(t *testing.T) OpenFunc {
 
 // jail runs agents' helpers in bubblewrap jails through a real bridges.Manager.
 type jail struct {
-	mgr *bridges.Manager
+	mgr     *bridges.Manager
+	dataDir string
 }
 
 func newJail(t testing.TB) *jail {
 	bwrap := testenv.LookPath(t, "bwrap")
+	dataDir := t.TempDir()
 	mgr, err := bridges.NewManager(bridges.Config{
-		DataDir:    t.TempDir(),
+		DataDir:    dataDir,
 		HelperPath: helperBin,
 		BwrapPath:  bwrap,
 		Logger:     testLogger(t),
@@ -41,7 +43,7 @@ func newJail(t testing.TB) *jail {
 		t.Fatalf("bridges.NewManager: %v", err)
 	}
 	t.Cleanup(func() { mgr.Close() })
-	return &jail{mgr: mgr}
+	return &jail{mgr: mgr, dataDir: dataDir}
 }
 
 func (j *jail) Open(ctx context.Context, agent api.Agent) (net.Conn, error) {

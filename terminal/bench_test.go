@@ -2,9 +2,7 @@ package terminal
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -14,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/gorilla/websocket"
+	"github.com/porthole/porthole/bridges"
 )
 
 // benchFileSize is the size of the file the throughput benchmarks cat (≥ 100 MB).
@@ -77,33 +77,42 @@ func cpuSeconds() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
+// rawCat cats path through a PTY read as fast as possible; it returns the bytes read,
+// the wall time and this process's CPU time.
+func rawCat(b *testing.B, path string) (int64, float64, float64) {
+	cmd := exec.Command("cat", path)
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer cmd.Wait()
+	t0, cpu0 := time.Now(), cpuSeconds()
+	var total int64
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := ptmx.Read(buf)
+		total += int64(n)
+		if err != nil {
+			break
+		}
+	}
+	return total, time.Since(t0).Seconds(), cpuSeconds() - cpu0
+}
+
 // BenchmarkRawPTY: cat of the file through a PTY, read as fast as possible.
 func BenchmarkRawPTY(b *testing.B) {
 	path := benchFile(b)
 	var total int64
-	start := time.Now()
-	cpu0 := cpuSeconds()
+	var el, cpu float64
+	b.ResetTimer()
 	for range b.N {
-		cmd := exec.Command("cat", path)
-		ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := ptmx.Read(buf)
-			total += int64(n)
-			if err != nil {
-				break
-			}
-		}
-		cmd.Wait()
-		ptmx.Close()
+		n, e, c := rawCat(b, path)
+		total, el, cpu = total+n, el+e, cpu+c
 	}
-	el := time.Since(start).Seconds()
 	b.SetBytes(total / int64(b.N))
 	b.ReportMetric(float64(total)/1e6/el, "MB/s")
-	b.ReportMetric((cpuSeconds()-cpu0)/(float64(total)/1e6), "CPU-s/MB")
+	b.ReportMetric(cpu/(float64(total)/1e6), "CPU-s/MB")
 }
 
 // benchClient is a lean WebSocket client for the benchmarks: one goroutine reads,
@@ -153,7 +162,9 @@ func readInto(ws *websocket.Conn, buf *[]byte) ([]byte, error) {
 	}
 }
 
-func (c *benchClient) send(m Message) error { return c.ws.WriteMessage(websocket.BinaryMessage, Encode(m)) }
+func (c *benchClient) send(m Message) error {
+	return c.ws.WriteMessage(websocket.BinaryMessage, Encode(m))
+}
 
 // until reads frames (acking output) until f returns true for a message.
 func (c *benchClient) until(f func(Message) bool) error {
@@ -209,10 +220,13 @@ func (c *benchClient) untilOutput(marker string) error {
 
 // benchTerminal opens a terminal on an in-process helper and waits for its prompt.
 func benchTerminal(b *testing.B) (*benchClient, uint32) {
-	home := b.TempDir()
-	b.Setenv("HOME", home)
-	h := newInProcessHelper(b)
-	srv := newTestServer(b, Config{}, h.Open)
+	b.Setenv("HOME", b.TempDir())
+	return benchTerminalOn(b, newInProcessHelper(b).Open)
+}
+
+// benchTerminalOn opens a terminal through open and waits for its prompt.
+func benchTerminalOn(b *testing.B, open OpenFunc) (*benchClient, uint32) {
+	srv := newTestServer(b, Config{}, open)
 	c := benchDial(b, srv)
 	if err := c.send(Open{Tag: 1, Cols: 80, Rows: 24}); err != nil {
 		b.Fatal(err)
@@ -236,35 +250,134 @@ func benchTerminal(b *testing.B) (*benchClient, uint32) {
 	return c, id
 }
 
-// BenchmarkPortholeWS: the same cat, end to end through the helper stream, the Service
-// and a real WebSocket client that acks as xterm.js does.
+// BenchmarkPortholeWS: the same cat, end to end: a shell in the agent's helper, the helper
+// stream, the Service and a real WebSocket client that acks as xterm.js does.
+//
+//   - jail: the deployed architecture: the helper runs in a bwrap jail through bridges.Manager;
+//     CPU counts this process (gateway and client) plus the helper process.
+//   - inprocess: the helper runs in this process (yamux over a socketpair); CPU counts all of it.
+//
+// Each iteration also runs the raw PTY cat and the gotty-style path, so that the ratios
+// (x-raw: throughput over the raw PTY rate; x-gotty-CPU: CPU per MB over the baseline's)
+// compare runs made under the same machine load.
 func BenchmarkPortholeWS(b *testing.B) {
 	path := benchFile(b)
-	c, id := benchTerminal(b)
-	b.ResetTimer()
-	c.bytes = 0
-	start := time.Now()
-	cpu0 := cpuSeconds()
-	for range b.N {
-		if err := c.send(Input{ID: id, Data: []byte("cat " + path + "; echo END''MARK\r")}); err != nil {
-			b.Fatal(err)
-		}
-		if err := c.untilOutput("ENDMARK"); err != nil {
-			b.Fatal(err)
-		}
+	gotty := gottyServer(b, path)
+	for _, mode := range []string{"jail", "inprocess"} {
+		b.Run(mode, func(b *testing.B) {
+			var c *benchClient
+			var id uint32
+			var helperCPU func() float64
+			catPath := path
+			if mode == "jail" {
+				j := newJail(b)
+				dataDir := j.dataDir
+				c, id = benchTerminalOn(b, j.Open)
+				home := bridges.AgentHome(dataDir, "bench")
+				if err := os.Link(path, filepath.Join(home, "payload.txt")); err != nil {
+					b.Fatal(err)
+				}
+				catPath = "/home/agent/payload.txt"
+				helperCPU = descendantsCPU("porthole")
+			} else {
+				b.Setenv("HOME", b.TempDir())
+				c, id = benchTerminalOn(b, newInProcessHelper(b).Open)
+				helperCPU = func() float64 { return 0 }
+			}
+			var pBytes, rBytes, gBytes int64
+			var pTime, rTime, gTime, pCPU, gCPU float64
+			b.ResetTimer()
+			for range b.N {
+				n, el, _ := rawCat(b, path)
+				rBytes, rTime = rBytes+n, rTime+el
+
+				c.bytes = 0
+				t0, cpu0, h0 := time.Now(), cpuSeconds(), helperCPU()
+				if err := c.send(Input{ID: id, Data: []byte("cat " + catPath + "; echo END''MARK\r")}); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.untilOutput("ENDMARK"); err != nil {
+					b.Fatal(err)
+				}
+				pTime += time.Since(t0).Seconds()
+				pCPU += cpuSeconds() - cpu0 + helperCPU() - h0
+				pBytes += c.bytes
+
+				n, el, cpu := gottyCat(b, gotty)
+				gBytes, gTime, gCPU = gBytes+n, gTime+el, gCPU+cpu
+			}
+			b.StopTimer()
+			rate, raw := float64(pBytes)/1e6/pTime, float64(rBytes)/1e6/rTime
+			cpuMB, gottyMB := pCPU/(float64(pBytes)/1e6), gCPU/(float64(gBytes)/1e6)
+			b.SetBytes(pBytes / int64(b.N))
+			b.ReportMetric(rate, "MB/s")
+			b.ReportMetric(raw, "raw-MB/s")
+			b.ReportMetric(rate/raw, "x-raw")
+			b.ReportMetric(cpuMB, "CPU-s/MB")
+			b.ReportMetric(gottyMB, "gotty-CPU-s/MB")
+			b.ReportMetric(cpuMB/gottyMB, "x-gotty-CPU")
+		})
 	}
-	el := time.Since(start).Seconds()
-	cpu := cpuSeconds() - cpu0
-	b.StopTimer()
-	b.SetBytes(c.bytes / int64(b.N))
-	b.ReportMetric(float64(c.bytes)/1e6/el, "MB/s")
-	b.ReportMetric(cpu/(float64(c.bytes)/1e6), "CPU-s/MB")
 }
 
-// BenchmarkGottyBaseline: a gotty-style path for comparison: 1 KiB PTY reads, each sent as
-// a base64 text frame over a WebSocket, decoded by the client.
-func BenchmarkGottyBaseline(b *testing.B) {
-	path := benchFile(b)
+// descendantsCPU returns a function giving the CPU seconds of this process's live
+// descendants named comm (the jailed helper), from /proc.
+func descendantsCPU(comm string) func() float64 {
+	return func() float64 {
+		ents, _ := os.ReadDir("/proc")
+		type proc struct {
+			ppid int
+			comm string
+			cpu  float64
+		}
+		procs := map[int]proc{}
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			l, r := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+			if l < 0 || r < l {
+				continue
+			}
+			f := strings.Fields(s[r+1:])
+			if len(f) < 13 {
+				continue
+			}
+			ppid, _ := strconv.Atoi(f[1])
+			ut, _ := strconv.ParseFloat(f[11], 64)
+			st, _ := strconv.ParseFloat(f[12], 64)
+			procs[pid] = proc{ppid: ppid, comm: s[l+1 : r], cpu: (ut + st) / 100}
+		}
+		self := os.Getpid()
+		var total float64
+		for pid, p := range procs {
+			if p.comm != comm {
+				continue
+			}
+			for q := p.ppid; q > 1; q = procs[q].ppid {
+				if q == self {
+					total += p.cpu
+					break
+				}
+				if _, ok := procs[q]; !ok {
+					break
+				}
+			}
+			_ = pid
+		}
+		return total
+	}
+}
+
+// gottyServer serves a gotty-style path: cat on a PTY read 1 KiB at a time, each read sent
+// as a base64 text frame ("1" + base64, as gotty does).
+func gottyServer(b *testing.B, path string) string {
 	up := websocket.Upgrader{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := up.Upgrade(w, r, nil)
@@ -294,33 +407,46 @@ func BenchmarkGottyBaseline(b *testing.B) {
 			}
 		}
 	}))
-	defer srv.Close()
+	b.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// gottyCat runs the file once through the gotty-style server with a client that decodes it.
+func gottyCat(b *testing.B, url string) (int64, float64, float64) {
+	t0, cpu0 := time.Now(), cpuSeconds()
+	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.Close()
 	var total int64
-	b.ResetTimer()
-	start := time.Now()
-	cpu0 := cpuSeconds()
-	for range b.N {
-		ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	var buf, dec []byte
+	for {
+		data, err := readInto(ws, &buf)
+		if err != nil {
+			break
+		}
+		n := base64.StdEncoding.DecodedLen(len(data) - 1)
+		dec = slices.Grow(dec[:0], n)[:n]
+		n, err = base64.StdEncoding.Decode(dec, data[1:])
 		if err != nil {
 			b.Fatal(err)
 		}
-		var buf, dec []byte
-		for {
-			data, err := readInto(ws, &buf)
-			if err != nil {
-				break
-			}
-			dec = slices.Grow(dec[:0], base64.StdEncoding.DecodedLen(len(data)-1))[:base64.StdEncoding.DecodedLen(len(data)-1)]
-			n, err := base64.StdEncoding.Decode(dec, data[1:])
-			if err != nil {
-				b.Fatal(err)
-			}
-			total += int64(n)
-		}
-		ws.Close()
+		total += int64(n)
 	}
-	el := time.Since(start).Seconds()
-	cpu := cpuSeconds() - cpu0
+	return total, time.Since(t0).Seconds(), cpuSeconds() - cpu0
+}
+
+// BenchmarkGottyBaseline: the gotty-style path alone (1 KiB PTY reads, base64 text frames).
+func BenchmarkGottyBaseline(b *testing.B) {
+	url := gottyServer(b, benchFile(b))
+	var total int64
+	var el, cpu float64
+	b.ResetTimer()
+	for range b.N {
+		n, e, c := gottyCat(b, url)
+		total, el, cpu = total+n, el+e, cpu+c
+	}
 	b.SetBytes(total / int64(b.N))
 	b.ReportMetric(float64(total)/1e6/el, "MB/s")
 	b.ReportMetric(cpu/(float64(total)/1e6), "CPU-s/MB")
@@ -385,8 +511,3 @@ func BenchmarkCtrlCFlood(b *testing.B) {
 	b.ReportMetric(percentile(lat, 0.5), "ms-p50")
 	b.ReportMetric(percentile(lat, 1), "ms-max")
 }
-
-var _ = errors.New
-var _ = fmt.Sprint
-var _ = io.EOF
-var _ = context.Background

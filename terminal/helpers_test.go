@@ -351,9 +351,26 @@ func (c *client) open(cols, rows uint16) uint32 {
 	c.mu.Lock()
 	tag := uint32(len(c.msgs) + 1000)
 	c.mu.Unlock()
+	c.mu.Lock()
+	n := len(c.msgs)
+	c.mu.Unlock()
 	c.send(Open{Tag: tag, Cols: cols, Rows: rows})
-	o := waitMsg(c, "Opened", 30*time.Second, func(o Opened) bool { return o.Tag == tag })
-	return o.ID
+	var id uint32
+	c.wait("Opened", 30*time.Second, func() bool {
+		for _, m := range c.msgs[n:] {
+			switch m := m.(type) {
+			case Opened:
+				if m.Tag == tag {
+					id = m.ID
+					return true
+				}
+			case ErrorMsg:
+				c.t.Fatalf("Open: %+v", m)
+			}
+		}
+		return false
+	})
+	return id
 }
 
 // run types a command and waits for a marker it prints, returning the output after the command.

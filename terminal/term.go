@@ -30,6 +30,7 @@ type term struct {
 	cols, rows uint16
 	title      string
 	osc        oscParser
+	finishing  bool // finish has begun (once)
 	ended      bool
 	exitCode   int32
 	exitReason string
@@ -146,10 +147,24 @@ func (t *term) output(p []byte) {
 // terminal from the service and lets every viewer get its last output and an Exit.
 func (t *term) finish(code int32, reason string, hangup bool) {
 	t.mu.Lock()
-	if t.ended {
+	if t.finishing {
 		t.mu.Unlock()
 		return
 	}
+	t.finishing = true
+	t.mu.Unlock()
+
+	// Free its slot first: a client that sees the Exit can open another at once.
+	s := t.svc
+	s.mu.Lock()
+	if a := s.agents[t.agentID]; a != nil && a.terms[t.id] == t {
+		delete(a.terms, t.id)
+		s.total--
+		s.gcAgentLocked(t.agentID)
+	}
+	s.mu.Unlock()
+
+	t.mu.Lock()
 	t.ended, t.exitCode, t.exitReason = true, code, reason
 	if t.idle != nil {
 		t.idle.Stop()
@@ -164,15 +179,6 @@ func (t *term) finish(code int32, reason string, hangup bool) {
 	}
 	t.stream.Close()
 	t.log.Info("terminal ended", "code", code, "reason", reason)
-
-	s := t.svc
-	s.mu.Lock()
-	if a := s.agents[t.agentID]; a != nil && a.terms[t.id] == t {
-		delete(a.terms, t.id)
-		s.total--
-		s.gcAgentLocked(t.agentID)
-	}
-	s.mu.Unlock()
 	s.broadcastList(t.agentID)
 }
 
