@@ -2,6 +2,7 @@ package bridges
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"slices"
 	"testing"
@@ -62,10 +63,18 @@ func BenchmarkHelperColdStart(b *testing.B) {
 		requireBackend(b, api.BackendContainer)
 		m, _ := newTestManager(b, nil)
 		a := agent("bench2", api.BackendContainer, api.NetworkNone, api.Limits{})
-		if _, err := m.Conn(ctx, a); err != nil { // the container runs from here on
+		// The container runs from here on, with no helper of the Manager in it (a helper's exit
+		// kills every other process of the container).
+		spec := AgentSpec{ID: a.ID, Home: AgentHome(m.cfg.DataDir, a.ID), Backend: a.Backend, Limits: m.limits(a.Backend.Limits)}
+		os.MkdirAll(spec.Home, 0o700)
+		cli, err := m.container.ping(ctx)
+		if err != nil {
 			b.Fatal(err)
 		}
-		spec := AgentSpec{ID: a.ID, Home: AgentHome(m.cfg.DataDir, a.ID), Backend: a.Backend, Limits: m.limits(a.Backend.Limits)}
+		if _, err := m.container.ensure(ctx, cli, spec); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { m.container.Forget(context.Background(), a.ID) })
 		var ds []time.Duration
 		b.ResetTimer()
 		for b.Loop() {
