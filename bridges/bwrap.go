@@ -118,8 +118,8 @@ func bwrapArgs(s bwrapSpec) []string {
 
 // Generated /etc files of a jail: only the agent and root exist.
 const (
-	jailPasswd   = "root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:1000:1000:agent:/home/agent:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-	jailGroup    = "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n"
+	jailPasswd   = "root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:1000:1000:agent:/home/agent:/bin/bash\n"
+	jailGroup    = "root:x:0:\nagent:x:1000:\n"
 	jailHosts    = "127.0.0.1\tlocalhost porthole-agent\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 	jailNsswitch = "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
 )

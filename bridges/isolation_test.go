@@ -331,3 +331,14 @@ done; true`, f.dataDir, f.store)
 		}
 	})
 }
+
+// TestJailAccounts: a jail knows only root and the agent; the host's accounts are not there.
+func TestJailAccounts(t *testing.T) {
+	requireBackend(t, api.BackendBwrap)
+	m, _ := newTestManager(t, nil)
+	res := sh(t, m, agent("acct1", api.BackendBwrap, api.NetworkNone, api.Limits{}), "cut -d: -f1 /etc/passwd | tr '\\n' ' '; echo; cut -d: -f1 /etc/group | tr '\\n' ' '; echo; id -un; ls /etc/shadow 2>&1 >/dev/null | grep -c 'No such' ")
+	want := "root agent \nroot agent \nagent\n1\n"
+	if res.Stdout != want {
+		t.Errorf("accounts in the jail = %q, want %q", res.Stdout, want)
+	}
+}
