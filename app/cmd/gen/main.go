@@ -24,6 +24,14 @@ import (
 	porthole "github.com/porthole/porthole/app"
 )
 
+// required are the files the shell links; the build fails without them.
+var required = []string{
+	"/web/app.wasm", "/web/app.css", "/web/theme.js", "/web/offline.html", "/web/terminal.js",
+	"/web/icon-192.png", "/web/icon-512.png", "/web/icon.svg",
+	"/web/xterm/xterm.css", "/web/xterm/xterm.js", "/web/xterm/addon-fit.js",
+	"/web/xterm/addon-webgl.js", "/web/xterm/addon-search.js",
+}
+
 // WasmBudget is the most app.wasm may weigh on the wire (compressed as a browser gets it).
 const WasmBudget = 2 << 20
 
@@ -57,6 +65,11 @@ func run(out string) error {
 	// Drop what an earlier run generated, so removed routes do not linger.
 	if err := cleanBefore(out); err != nil {
 		return err
+	}
+	for _, p := range required {
+		if _, ok := versions[p]; !ok {
+			return fmt.Errorf("%s is missing from %s (copy assets/static and the xterm files first)", p, web)
+		}
 	}
 	h := handler(versions)
 	// Pre-render a neutral shell: assets serves this index.html for every app path, and the
@@ -211,7 +224,7 @@ func (v versioned) Resolve(p string) string {
 
 func (v versioned) url(p string) string {
 	if _, ok := v[p]; !ok {
-		panic(fmt.Sprintf("gen: %s is missing from the built tree", p))
+		panic(fmt.Sprintf("gen: %s is not in required", p)) // a programming error: run checks required
 	}
 	return v.Resolve(p)
 }
