@@ -3,6 +3,7 @@ package bridges
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -97,15 +98,28 @@ func testImage(t testing.TB) string {
 			imageOnce.err = err
 			return
 		}
-		if _, err := cli.ImageInspect(ctx, tag); err == nil {
+		// The image records the hash of the recipe that built it; a changed recipe rebuilds it.
+		recipe, err := os.ReadFile(filepath.Join(repoRoot, "build/agent-image/build.sh"))
+		if err != nil {
+			imageOnce.err = err
 			return
+		}
+		sum := sha256.Sum256(recipe)
+		want := hex.EncodeToString(sum[:])[:16]
+		if img, err := cli.ImageInspect(ctx, tag); err == nil {
+			if img.Config != nil && img.Config.Labels["porthole.recipe"] == want {
+				return
+			}
+			if os.Getenv("PORTHOLE_TEST_IMAGE") != "" {
+				return // an image the caller chose: use it as it is
+			}
 		}
 		podman, err := exec.LookPath("podman")
 		if err != nil {
 			imageOnce.err = fmt.Errorf("image %s missing and podman not found to build it: %w", tag, err)
 			return
 		}
-		t.Logf("building %s with build/agent-image/build.sh (once; cached by tag)", tag)
+		t.Logf("building %s with build/agent-image/build.sh (once; cached by tag and recipe hash)", tag)
 		cmd := exec.Command("sh", filepath.Join(repoRoot, "build/agent-image/build.sh"), tag)
 		cmd.Env = append(os.Environ(), "PODMAN="+podman, "PODMAN_FLAGS=--url "+eng)
 		if out, err := cmd.CombinedOutput(); err != nil {

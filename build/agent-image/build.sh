@@ -16,6 +16,7 @@ PODMAN=${PODMAN:-podman}
 PODMAN_FLAGS=${PODMAN_FLAGS:-}
 
 PACKAGES="base-files dash bash coreutils procps findutils grep sed mawk util-linux debianutils
+  bsdutils ncurses-base ncurses-bin less
   libc-bin xvfb xkb-data x11-xkb-utils x11-utils x11-xserver-utils xauth
   chromium chromium-common
   fontconfig fontconfig-config fonts-dejavu-core fonts-liberation xfonts-base
@@ -117,5 +118,6 @@ $PODMAN $PODMAN_FLAGS import \
 	--change 'ENV HOME=/home/agent' \
 	--change 'WORKDIR /home/agent' \
 	--change 'CMD ["/bin/sh"]' \
+	--change "LABEL porthole.recipe=$(sha256sum "$0" | cut -c1-16)" \
 	"$tarball" "$TAG" >/dev/null
 echo "build.sh: imported $TAG" >&2
