@@ -24,6 +24,9 @@ func backendOpen(t *testing.T) OpenFunc {
 	return newJail(t).Open
 }
 
+// jailLimits are the limits of the test jails (zero = bridges' defaults).
+var jailLimits api.Limits
+
 // jail runs agents' helpers in bubblewrap jails through a real bridges.Manager.
 type jail struct {
 	mgr     *bridges.Manager
@@ -34,10 +37,11 @@ func newJail(t testing.TB) *jail {
 	bwrap := testenv.LookPath(t, "bwrap")
 	dataDir := t.TempDir()
 	mgr, err := bridges.NewManager(bridges.Config{
-		DataDir:    dataDir,
-		HelperPath: helperBin,
-		BwrapPath:  bwrap,
-		Logger:     testLogger(t),
+		DataDir:       dataDir,
+		HelperPath:    helperBin,
+		BwrapPath:     bwrap,
+		Logger:        testLogger(t),
+		DefaultLimits: jailLimits,
 	})
 	if err != nil {
 		t.Fatalf("bridges.NewManager: %v", err)

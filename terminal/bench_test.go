@@ -270,6 +270,9 @@ func BenchmarkPortholeWS(b *testing.B) {
 			var helperCPU func() float64
 			catPath := path
 			if mode == "jail" {
+				if v := os.Getenv("BENCH_JAIL_CPU"); v != "" {
+					jailLimits.CPUPct, _ = strconv.Atoi(v)
+				}
 				j := newJail(b)
 				dataDir := j.dataDir
 				c, id = benchTerminalOn(b, j.Open)
@@ -285,7 +288,7 @@ func BenchmarkPortholeWS(b *testing.B) {
 				helperCPU = func() float64 { return 0 }
 			}
 			var pBytes, rBytes, gBytes int64
-			var pTime, rTime, gTime, pCPU, gCPU float64
+			var pTime, rTime, gTime, pCPU, gCPU, hCPU float64
 			b.ResetTimer()
 			for range b.N {
 				n, el, _ := rawCat(b, path)
@@ -300,6 +303,7 @@ func BenchmarkPortholeWS(b *testing.B) {
 					b.Fatal(err)
 				}
 				pTime += time.Since(t0).Seconds()
+				hCPU += helperCPU() - h0
 				pCPU += cpuSeconds() - cpu0 + helperCPU() - h0
 				pBytes += c.bytes
 
@@ -314,6 +318,9 @@ func BenchmarkPortholeWS(b *testing.B) {
 			b.ReportMetric(raw, "raw-MB/s")
 			b.ReportMetric(rate/raw, "x-raw")
 			b.ReportMetric(cpuMB, "CPU-s/MB")
+			if mode == "jail" {
+				b.ReportMetric(hCPU/(float64(pBytes)/1e6), "helper-CPU-s/MB")
+			}
 			b.ReportMetric(gottyMB, "gotty-CPU-s/MB")
 			b.ReportMetric(cpuMB/gottyMB, "x-gotty-CPU")
 		})
