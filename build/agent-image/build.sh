@@ -113,6 +113,8 @@ echo "build.sh: rootfs $(du -h "$tarball" | cut -f1)" >&2
 if [ -n "${KEEP_TARBALL:-}" ]; then cp "$tarball" "$KEEP_TARBALL"; fi
 
 # shellcheck disable=SC2086
+previous=$($PODMAN $PODMAN_FLAGS images -q "$TAG" 2>/dev/null || true)
+# shellcheck disable=SC2086
 $PODMAN $PODMAN_FLAGS import \
 	--change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
 	--change 'ENV HOME=/home/agent' \
@@ -121,3 +123,6 @@ $PODMAN $PODMAN_FLAGS import \
 	--change "LABEL porthole.recipe=$(sha256sum "$0" | cut -c1-16)" \
 	"$tarball" "$TAG" >/dev/null
 echo "build.sh: imported $TAG" >&2
+# The image this one replaces, unless a container still uses it.
+# shellcheck disable=SC2086
+[ -z "$previous" ] || $PODMAN $PODMAN_FLAGS rmi "$previous" >/dev/null 2>&1 || true
