@@ -15,7 +15,7 @@ import (
 // unprivilegedRun is the -test.run pattern re-run as the unprivileged user: the isolation map,
 // exec, lifecycle, fail-closed and surface tests. Their container cases skip there (see
 // unprivilegedChildEnv): the test podman socket is root's.
-const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge)$`
+const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller)$`
 
 // unprivilegedChildEnv marks the re-run as the unprivileged user.
 const unprivilegedChildEnv = "PORTHOLE_TEST_UNPRIVILEGED_CHILD"
