@@ -31,6 +31,9 @@ type Config struct {
 	// HighWater: the gateway stops reading a terminal's helper stream while the fastest
 	// attached client is more than this many bytes behind (default 512 KiB, at most Scrollback).
 	HighWater int
+	// OnAttach, if set, is called on every attach (including the opener's), e.g. for the
+	// audit log. It must not block.
+	OnAttach func(agent api.Agent, v Viewer, terminalID uint32, opened bool)
 }
 
 // Defaults.

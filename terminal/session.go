@@ -272,6 +272,10 @@ func (s *session) handle(ctx context.Context, m Message) {
 
 // attach attaches (or re-attaches) this session to t from since.
 func (s *session) attach(t *term, since uint64, cols, rows uint16) {
+	s.attachOpened(t, since, cols, rows, false)
+}
+
+func (s *session) attachOpened(t *term, since uint64, cols, rows uint16, opened bool) {
 	s.mu.Lock()
 	a := s.atts[t.id]
 	if a == nil {
@@ -301,6 +305,10 @@ func (s *session) attach(t *term, since uint64, cols, rows uint16) {
 	if s.mode != ModeDrive {
 		s.queue(Encode(ModeMsg{ID: t.id, Mode: ModeWatch}))
 	}
+	if f := s.svc.cfg.OnAttach; f != nil {
+		f(s.agent, s.v, t.id, opened)
+	}
+	s.log.Info("terminal attached", "terminal", t.id, "mode", s.mode, "since", since, "opened", opened)
 }
 
 // openTerm starts a new terminal and attaches this session to it from seq 0.
@@ -343,6 +351,6 @@ func (s *session) openTerm(ctx context.Context, m Open) {
 	go t.run() // owner: Service (wg); exits when the stream ends or the terminal finishes
 
 	s.queue(Encode(Opened{Tag: m.Tag, ID: t.id}))
-	s.attach(t, 0, m.Cols, m.Rows)
+	s.attachOpened(t, 0, m.Cols, m.Rows, true)
 	svc.broadcastList(s.agent.ID)
 }

@@ -1,9 +1,14 @@
 package terminal
 
 import (
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/porthole/porthole/api"
 )
 
 // newEnv returns a test server whose terminals run on the test backend.
@@ -45,7 +50,13 @@ func TestResizeSttySize(t *testing.T) {
 }
 
 func TestWatchAndDriveEnforcedOnServer(t *testing.T) {
-	srv := newEnv(t, Config{})
+	var mu sync.Mutex
+	var attaches []string
+	srv := newEnv(t, Config{OnAttach: func(agent api.Agent, v Viewer, id uint32, opened bool) {
+		mu.Lock()
+		attaches = append(attaches, fmt.Sprintf("%s %s %s %d %v", agent.ID, v.Name, v.Mode, id, opened))
+		mu.Unlock()
+	}})
 	driver := dial(t, srv, "a1", "alice", "drive")
 	id := driver.open(80, 24)
 	driver.run(id, "cd /tmp")
@@ -88,6 +99,13 @@ func TestWatchAndDriveEnforcedOnServer(t *testing.T) {
 	driver.run(id, "touch "+marker)
 	if out := driver.run(id, "test -e "+marker+" && echo EXI''STS"); !strings.Contains(out, "EXISTS") {
 		t.Fatalf("driver's touch did not run: %q", out)
+	}
+	// Every attach was reported (for the audit log), with its mode.
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{fmt.Sprintf("a1 alice drive %d true", id), fmt.Sprintf("a1 bob watch %d false", id)}
+	if !slices.Equal(attaches, want) {
+		t.Errorf("OnAttach calls = %q, want %q", attaches, want)
 	}
 }
 
