@@ -466,8 +466,9 @@ func percentile(ds []time.Duration, p float64) float64 {
 }
 
 // BenchmarkEchoLatency: one keystroke to its echo by the shell (readline), over the WebSocket.
-func BenchmarkEchoLatency(b *testing.B) {
-	c, id := benchTerminal(b)
+func BenchmarkEchoLatency(b *testing.B) { benchBoth(b, benchEchoLatency) }
+
+func benchEchoLatency(b *testing.B, c *benchClient, id uint32) {
 	var lat []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
@@ -493,8 +494,9 @@ func BenchmarkEchoLatency(b *testing.B) {
 }
 
 // BenchmarkCtrlCFlood: from sending ^C during a `yes` flood to the shell's next prompt.
-func BenchmarkCtrlCFlood(b *testing.B) {
-	c, id := benchTerminal(b)
+func BenchmarkCtrlCFlood(b *testing.B) { benchBoth(b, benchCtrlCFlood) }
+
+func benchCtrlCFlood(b *testing.B, c *benchClient, id uint32) {
 	var lat []time.Duration
 	b.ResetTimer()
 	for range b.N {
@@ -517,4 +519,16 @@ func BenchmarkCtrlCFlood(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(percentile(lat, 0.5), "ms-p50")
 	b.ReportMetric(percentile(lat, 1), "ms-max")
+}
+
+// benchBoth runs f on a terminal in a bwrap jail (the deployed path) and on an in-process helper.
+func benchBoth(b *testing.B, f func(b *testing.B, c *benchClient, id uint32)) {
+	b.Run("jail", func(b *testing.B) {
+		c, id := benchTerminalOn(b, newJail(b).Open)
+		f(b, c, id)
+	})
+	b.Run("inprocess", func(b *testing.B) {
+		c, id := benchTerminal(b)
+		f(b, c, id)
+	})
 }
