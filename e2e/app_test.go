@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -379,6 +381,26 @@ func TestAppShell(t *testing.T) {
 	manifestURL := js[string](t, c, `document.querySelector('link[rel=manifest]').href`)
 	checkManifest(t, manifestURL)
 
+	// Chromium got app.wasm compressed, within the 2 MB budget.
+	type entry struct {
+		Name                      string
+		TransferSize, EncodedSize float64
+		DecodedSize               float64
+	}
+	wasmEntries := js[[]entry](t, c, `performance.getEntriesByType("resource").filter(e => e.name.includes("/web/app.wasm")).map(e => ({Name: e.name, TransferSize: e.transferSize, EncodedSize: e.encodedBodySize, DecodedSize: e.decodedBodySize}))`)
+	if len(wasmEntries) == 0 {
+		t.Error("the page never fetched /web/app.wasm")
+	}
+	for _, e := range wasmEntries {
+		t.Logf("browser fetched %s: %.0f bytes transferred, %.0f decoded", e.Name, e.TransferSize, e.DecodedSize)
+		if e.TransferSize == 0 {
+			continue // from the cache
+		}
+		if e.EncodedSize >= e.DecodedSize || e.TransferSize > 2<<20 {
+			t.Errorf("%s: %v bytes transferred, %v encoded for %v decoded; want compressed and ≤ 2 MB", e.Name, e.TransferSize, e.EncodedSize, e.DecodedSize)
+		}
+	}
+
 	// The service worker is registered and active, and controls the page.
 	scope := js[string](t, c, `navigator.serviceWorker.ready.then(r => r.scope)`)
 	if scope != s.URL+"/" {
@@ -441,6 +463,50 @@ func TestAppShell(t *testing.T) {
 	s.ts.Close()
 	c.steps(t, "navigate while the server is down", chromedp.Navigate(s.URL+"/agents"))
 	c.until(t, "the offline page", `!!document.getElementById("offline") && document.body.textContent.includes("Porthole is offline")`)
+}
+
+// TestAppWasmThroughGateway reads app.wasm through the gateway's full handler (middleware
+// included) the way the shell asks for it: compressed per Accept-Encoding, cached for a year
+// under its versioned URL, and at most 2 MB on the wire.
+func TestAppWasmThroughGateway(t *testing.T) {
+	s := startShellServer(t)
+	resp, err := http.Get(s.URL + "/app.js")
+	if err != nil {
+		t.Fatalf("GET /app.js: %v", err)
+	}
+	appJS, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`fetch\("(/web/app\.wasm\?v=[0-9a-f]+)"\)`).FindSubmatch(appJS)
+	if m == nil {
+		t.Fatalf("app.js does not fetch a versioned app.wasm:\n%s", appJS)
+	}
+	wasmURL := s.URL + string(m[1])
+	var sizes []string
+	for _, tt := range []struct{ accept, want string }{
+		{"gzip, deflate, br, zstd", "br"}, // Chromium over HTTPS or to localhost
+		{"gzip, deflate", "gzip"},         // a browser that does not offer brotli
+		{"identity", ""},
+	} {
+		req, _ := http.NewRequest("GET", wasmURL, nil)
+		req.Header.Set("Accept-Encoding", tt.accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET app.wasm: %v", err)
+		}
+		wire, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		h := resp.Header
+		if resp.StatusCode != http.StatusOK || h.Get("Content-Encoding") != tt.want || h.Get("Content-Type") != "application/wasm" ||
+			!strings.Contains(h.Get("Vary"), "Accept-Encoding") || h.Get("Cache-Control") != "public, max-age=31536000, immutable" {
+			t.Errorf("Accept-Encoding %q: %d, Content-Encoding %q, Content-Type %q, Vary %q, Cache-Control %q; want 200, %q, application/wasm, Accept-Encoding, immutable",
+				tt.accept, resp.StatusCode, h.Get("Content-Encoding"), h.Get("Content-Type"), h.Get("Vary"), h.Get("Cache-Control"), tt.want)
+		}
+		if tt.want == "br" && len(wire) > 2<<20 {
+			t.Errorf("app.wasm with brotli is %d bytes on the wire, want ≤ 2 MB", len(wire))
+		}
+		sizes = append(sizes, fmt.Sprintf("%s %.2f MB", cmp.Or(tt.want, "identity"), float64(len(wire))/(1<<20)))
+	}
+	t.Logf("app.wasm transferred: %s", strings.Join(sizes, ", "))
 }
 
 // loginUI logs the browser in through the login form and waits for the agents page.
