@@ -250,6 +250,8 @@ func (s *Server) exec(c echo.Context) error {
 	switch {
 	case err == nil:
 		return c.JSON(http.StatusOK, res)
+	case errors.Is(err, bridges.ErrInvalidExec):
+		return errorf(http.StatusBadRequest, err, "%v", err)
 	case errors.Is(err, bridges.ErrHostNotAllowed):
 		return errorf(http.StatusForbidden, err, "%v", err)
 	case errors.Is(err, bridges.ErrBackendUnavailable):

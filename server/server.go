@@ -51,12 +51,13 @@ var (
 	_ TerminalService = (*terminal.Service)(nil)
 )
 
-// conner is the part of *bridges.Manager the real terminal service needs to open streams.
-type conner interface {
-	Conn(ctx context.Context, agent api.Agent) (*bridges.Conn, error)
+// streamOpener is the part of *bridges.Manager the real terminal service needs: Open starts
+// the helper if needed and replaces one that idles out at that moment.
+type streamOpener interface {
+	Open(ctx context.Context, agent api.Agent, kind string) (net.Conn, error)
 }
 
-var _ conner = (*bridges.Manager)(nil)
+var _ streamOpener = (*bridges.Manager)(nil)
 
 // Config configures the gateway.
 type Config struct {
@@ -181,16 +182,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.terms = cfg.Terminals
 	if s.terms == nil {
-		c, ok := s.bridge.(conner)
+		o, ok := s.bridge.(streamOpener)
 		if !ok {
 			return fail(errors.New("Config.Terminals is required when Config.Bridge cannot open helper streams"))
 		}
 		s.terms = terminal.NewService(cfg.Terminal, func(ctx context.Context, agent api.Agent) (net.Conn, error) {
-			conn, err := c.Conn(ctx, agent)
-			if err != nil {
-				return nil, err
-			}
-			return conn.Open(ctx, bridges.StreamTerminal)
+			return o.Open(ctx, agent, bridges.StreamTerminal)
 		})
 	}
 	for _, p := range s.bridge.Probe(ctx) {
