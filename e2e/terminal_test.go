@@ -54,8 +54,9 @@ const adminPassword = "e2e-admin-password-7f3a"
 
 // gateway is an in-process Porthole server on a loopback port.
 type gateway struct {
-	URL    string
-	client *http.Client // logged in as admin
+	URL     string
+	client  *http.Client // logged in as admin
+	dataDir string       // the gateway's data dir (store, agents' homes)
 }
 
 // startGateway runs server.New with SQLite in a temporary directory behind
@@ -64,8 +65,9 @@ func startGateway(t *testing.T) *gateway {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	dataDir := t.TempDir()
 	srv, err := server.New(ctx, server.Config{
-		DataDir:       t.TempDir(),
+		DataDir:       dataDir,
 		AdminPassword: adminPassword,
 		HelperPath:    portholeBin,
 		IdleTimeout:   time.Minute,
@@ -96,7 +98,7 @@ func startGateway(t *testing.T) *gateway {
 		testenv.Missing(t, "the embedded web app: run make web before these tests")
 	}
 	jar, _ := cookiejar.New(nil)
-	g := &gateway{URL: ts.URL, client: &http.Client{Jar: jar, Timeout: 60 * time.Second}}
+	g := &gateway{URL: ts.URL, client: &http.Client{Jar: jar, Timeout: 60 * time.Second}, dataDir: dataDir}
 	g.call(t, "POST", "/api/session", api.LoginRequest{Username: "admin", Password: adminPassword}, http.StatusOK, nil)
 	return g
 }
