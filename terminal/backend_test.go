@@ -38,7 +38,7 @@ func newJail(t testing.TB) *jail {
 	dataDir := t.TempDir()
 	mgr, err := bridges.NewManager(bridges.Config{
 		DataDir:       dataDir,
-		HelperPath:    helperBin,
+		HelperPath:    helperBin(t),
 		BwrapPath:     bwrap,
 		Logger:        testLogger(t),
 		DefaultLimits: jailLimits,
