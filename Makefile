@@ -13,7 +13,8 @@ BENCH_TIME ?= 1x
 # Services the tests use (build/scripts/services.sh starts them).
 export PORTHOLE_TEST_PG     ?= postgres://porthole:porthole@127.0.0.1:5432/porthole_test?sslmode=disable
 export PORTHOLE_TEST_ENGINE ?= unix:///run/porthole-test/podman.sock
-export PORTHOLE_TEST_IMAGE  ?= localhost/porthole-agent:test
+# The agent image (build/agent-image/build.sh); the tests build it when missing or outdated.
+AGENT_IMAGE ?= porthole-agent:latest
 
 .DEFAULT_GOAL := help
 
@@ -38,8 +39,8 @@ run: deps build ## Install what is missing, build, and serve on $(ADDR) (SQLite,
 services: ## Start PostgreSQL and the podman API service for the tests (root).
 	@build/scripts/services.sh
 
-image: ## Build the agent container image used by the tests ($(PORTHOLE_TEST_IMAGE)).
-	build/agent-image/build.sh $(PORTHOLE_TEST_IMAGE)
+image: ## Build the agent container image ($(AGENT_IMAGE)) from this machine's Debian packages.
+	build/agent-image/build.sh $(AGENT_IMAGE)
 
 vet: ## go vet, and gofmt must have nothing to change.
 	go vet $(GO_PKGS)
@@ -48,10 +49,7 @@ vet: ## go vet, and gofmt must have nothing to change.
 
 test: deps-dev services build vet ## Run every test (real jails, containers, PostgreSQL, Chromium) with -race.
 	go test $(TEST_FLAGS) $(GO_PKGS)
-	$(MAKE) --no-print-directory test-unprivileged fuzz
-
-test-unprivileged: ## Rerun the isolation tests with the gateway as the unprivileged user porthole.
-	@build/scripts/test-unprivileged.sh
+	@$(MAKE) --no-print-directory fuzz
 
 FUZZ_TIME ?= 15s
 fuzz: ## Fuzz every wire-protocol decoder for $(FUZZ_TIME) each (seed corpora run in `test`).
@@ -71,4 +69,4 @@ bench: deps-dev services build ## Measure the targets of DESIGN.md and print the
 clean: ## Remove build output (not the data dir).
 	rm -rf bin assets/web/web assets/web/*.html assets/web/*.js assets/web/*.json assets/web/*.webmanifest
 
-.PHONY: help deps deps-dev build run services image vet test test-unprivileged fuzz bench clean
+.PHONY: help deps deps-dev build run services image vet test fuzz bench clean
