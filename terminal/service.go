@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"sync"
@@ -126,6 +127,9 @@ func NewService(cfg Config, open OpenFunc) *Service {
 		cfg: cfg, open: open, log: cfg.Logger.With("surface", "terminal"),
 		ctx: ctx, cancel: cancel,
 		agents: map[string]*agentTerms{},
+		// Ids start at a random point so that a client reconnecting after a gateway
+		// restart does not resume a different terminal that reuses its old id.
+		nextID: rand.Uint32N(1 << 30),
 	}
 }
 

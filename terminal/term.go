@@ -174,8 +174,11 @@ func (t *term) finish(code int32, reason string, hangup bool) {
 		a.s.wakeup()
 	}
 	t.mu.Unlock()
-	if hangup {
-		t.send(hHangup, nil)
+	if hangup && t.wmu.TryLock() {
+		// Best effort and brief: closing the stream hangs the shell up anyway.
+		t.stream.SetWriteDeadline(time.Now().Add(time.Second))
+		t.stream.Write(appendHFrame(nil, hHangup, nil))
+		t.wmu.Unlock()
 	}
 	t.stream.Close()
 	t.log.Info("terminal ended", "code", code, "reason", reason)
