@@ -24,9 +24,6 @@ func backendOpen(t *testing.T) OpenFunc {
 	return newJail(t).Open
 }
 
-// jailLimits are the limits of the test jails (zero = bridges' defaults).
-var jailLimits api.Limits
-
 // jail runs agents' helpers in bubblewrap jails through a real bridges.Manager.
 type jail struct {
 	mgr     *bridges.Manager
@@ -37,11 +34,10 @@ func newJail(t testing.TB) *jail {
 	bwrap := testenv.LookPath(t, "bwrap")
 	dataDir := t.TempDir()
 	mgr, err := bridges.NewManager(bridges.Config{
-		DataDir:       dataDir,
-		HelperPath:    helperBin(t),
-		BwrapPath:     bwrap,
-		Logger:        testLogger(t),
-		DefaultLimits: jailLimits,
+		DataDir:    dataDir,
+		HelperPath: helperBin(t),
+		BwrapPath:  bwrap,
+		Logger:     testLogger(t),
 	})
 	if err != nil {
 		t.Fatalf("bridges.NewManager: %v", err)

@@ -270,9 +270,6 @@ func BenchmarkPortholeWS(b *testing.B) {
 			var helperCPU func() float64
 			catPath := path
 			if mode == "jail" {
-				if v := os.Getenv("BENCH_JAIL_CPU"); v != "" {
-					jailLimits.CPUPct, _ = strconv.Atoi(v)
-				}
 				j := newJail(b)
 				dataDir := j.dataDir
 				c, id = benchTerminalOn(b, j.Open)
