@@ -26,7 +26,7 @@ import (
 
 // required are the files the shell links; the build fails without them.
 var required = []string{
-	"/web/app.wasm", "/web/app.css", "/web/theme.js", "/web/offline.html", "/web/terminal.js",
+	"/web/app.wasm", "/web/app.css", "/web/theme.js", "/web/wasm.js", "/web/offline.html", "/web/terminal.js",
 	"/web/icon-192.png", "/web/icon-512.png", "/web/icon.svg",
 	"/web/xterm/xterm.css", "/web/xterm/xterm.js", "/web/xterm/addon-fit.js",
 	"/web/xterm/addon-webgl.js", "/web/xterm/addon-search.js",
@@ -84,7 +84,7 @@ func run(out string) error {
 	if err := cleanAfter(out); err != nil {
 		return err
 	}
-	if err := directWasmFetch(filepath.Join(out, "app.js"), wasmURL); err != nil {
+	if err := earlyWasmCompile(filepath.Join(out, "app.js"), wasmURL); err != nil {
 		return err
 	}
 	fmt.Printf("app.wasm transferred size: raw %s, gzip %s, brotli %s (budget %s compressed; version %s)\n",
@@ -184,27 +184,29 @@ type boot struct {
 	wasm string
 }
 
-// OnPreRender makes index.html preload app.wasm, so its download starts with the page's
-// instead of after the deferred scripts ran.
+// OnPreRender makes index.html preload app.wasm, so its download starts with the page's;
+// web/wasm.js compiles it from that preload.
 func (b *boot) OnPreRender(ctx app.Context) {
 	ctx.Page().SetPreloads(app.Preload{As: "fetch", Type: "application/wasm", Href: b.wasm + " crossorigin=anonymous", FetchPriority: "high"})
 }
 
 func (b *boot) Render() app.UI { return app.Div().ID("boot").Class("boot") }
 
-// directWasmFetch makes go-app's app.js compile app.wasm straight from fetch(). Its default
-// wraps the response in a JS stream to count progress, which costs a copy and keeps the
-// browser from caching the compiled module; the loading label then shows no percentage.
-func directWasmFetch(appJS, wasmURL string) error {
+// earlyWasmCompile makes go-app's app.js instantiate the module that web/wasm.js started
+// compiling while the page loaded (portholeInstantiate), instead of fetching app.wasm once
+// its deferred scripts ran, through a JS stream that counts progress (a copy, and a late
+// start). Without wasm.js it fetches app.wasm itself. The loading label shows no percentage.
+func earlyWasmCompile(appJS, wasmURL string) error {
 	b, err := os.ReadFile(appJS)
 	if err != nil {
 		return fmt.Errorf("read app.js: %w", err)
 	}
-	old := fmt.Sprintf("fetchWithProgress(%q, showProgress)", wasmURL)
+	old := fmt.Sprintf("instantiateStreaming(\n      fetchWithProgress(%q, showProgress),\n      go.importObject\n    )", wasmURL)
 	if n := strings.Count(string(b), old); n != 1 {
-		return fmt.Errorf("app.js: found %s %d times, want once (did go-app change?)", old, n)
+		return fmt.Errorf("app.js: found %q %d times, want once (did go-app change?)", old, n)
 	}
-	b = []byte(strings.Replace(string(b), old, fmt.Sprintf("fetch(%q)", wasmURL), 1))
+	repl := fmt.Sprintf("(window.portholeInstantiate || ((u, i) => instantiateStreaming(fetch(u), i)))(%q, go.importObject)", wasmURL)
+	b = []byte(strings.Replace(string(b), old, repl, 1))
 	if err := os.WriteFile(appJS, b, 0o644); err != nil {
 		return fmt.Errorf("write app.js: %w", err)
 	}
@@ -265,6 +267,7 @@ func handler(files map[string]string) *app.Handler {
 		},
 		Styles: styles,
 		Scripts: []string{
+			v.url("/web/wasm.js"),  // not deferred: starts compiling app.wasm right away
 			v.url("/web/theme.js"), // not deferred: the theme applies before the first paint
 			v.url("/web/xterm/xterm.js") + " defer",
 			v.url("/web/xterm/addon-fit.js") + " defer",
