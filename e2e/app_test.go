@@ -470,15 +470,15 @@ func TestAppShell(t *testing.T) {
 // under its versioned URL, and at most 2 MB on the wire.
 func TestAppWasmThroughGateway(t *testing.T) {
 	s := startShellServer(t)
-	resp, err := http.Get(s.URL + "/app.js")
+	resp, err := http.Get(s.URL + "/")
 	if err != nil {
-		t.Fatalf("GET /app.js: %v", err)
+		t.Fatalf("GET /: %v", err)
 	}
-	appJS, _ := io.ReadAll(resp.Body)
+	index, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	m := regexp.MustCompile(`fetch\("(/web/app\.wasm\?v=[0-9a-f]+)"\)`).FindSubmatch(appJS)
+	m := regexp.MustCompile(`href="(/web/app\.wasm\?v=[0-9a-f]+)"`).FindSubmatch(index)
 	if m == nil {
-		t.Fatalf("app.js does not fetch a versioned app.wasm:\n%s", appJS)
+		t.Fatalf("index.html does not preload a versioned app.wasm:\n%s", index)
 	}
 	wasmURL := s.URL + string(m[1])
 	var sizes []string
