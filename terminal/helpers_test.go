@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/yamux"
@@ -142,6 +143,8 @@ type client struct {
 	readErr error
 	done    chan struct{}
 	started bool
+	// midRune counts Output frames that ended inside a UTF-8 character.
+	midRune int
 	// keepTail, when set, bounds each terminal's retained output to about this many
 	// bytes (older bytes are counted in base), so that a flood does not fill the test's heap.
 	keepTail int
@@ -208,6 +211,15 @@ func (c *client) start() {
 					c.out[m.ID] = b
 				}
 				b.Write(m.Data)
+				if d := m.Data; len(d) > 0 {
+					i := len(d) - 1
+					for i > 0 && i > len(d)-4 && !utf8.RuneStart(d[i]) {
+						i--
+					}
+					if !utf8.FullRune(d[i:]) {
+						c.midRune++
+					}
+				}
 				if c.keepTail > 0 && b.Len() > 2*c.keepTail {
 					drop := b.Len() - c.keepTail
 					c.base[m.ID] += drop

@@ -105,14 +105,25 @@ func TestUTF8SplitAcrossReadsArrivesIntact(t *testing.T) {
 	id := c.open(80, 24)
 	const line = "€😀漢字𝄞" // 3-, 4-, 3-, 3-, 4-byte runes
 	from := c.outLen(id)
-	c.run(id, "yes '"+line+"' | head -n 20000")
+	// A rune split on purpose across two writes (so two PTY reads, two frames), then volume.
+	c.run(id, `printf '<\360\237'; sleep 0.2; printf '\230\200>\n'; yes '`+line+`' | head -n 20000`)
 	out := c.output(id)[from:]
+	if !strings.Contains(out, "<😀>\r\n") {
+		t.Errorf("a rune split across writes did not arrive intact: %q", tail(out[:min(len(out), 300)], 300))
+	}
 	if !utf8.ValidString(out) {
 		t.Fatalf("output is not valid UTF-8")
 	}
 	if n := strings.Count(out, line+"\r\n"); n != 20000 {
 		t.Fatalf("got %d intact lines of %q, want 20000", n, line)
 	}
+	// The case under test happened: frames (PTY reads) ended inside characters.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.midRune == 0 {
+		t.Errorf("no Output frame ended inside a UTF-8 character; the test did not exercise splits")
+	}
+	t.Logf("%d Output frames ended inside a UTF-8 character", c.midRune)
 }
 
 func TestCapsGiveClearError(t *testing.T) {
