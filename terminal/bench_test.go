@@ -458,6 +458,13 @@ func BenchmarkGottyBaseline(b *testing.B) {
 	b.ReportMetric(cpu/(float64(total)/1e6), "CPU-s/MB")
 }
 
+// Latency benchmarks take at least this many samples whatever -benchtime says, so that
+// their percentiles mean something.
+const (
+	minEchoSamples  = 300
+	minCtrlCSamples = 10
+)
+
 func percentile(ds []time.Duration, p float64) float64 {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -470,7 +477,7 @@ func BenchmarkEchoLatency(b *testing.B) { benchBoth(b, benchEchoLatency) }
 func benchEchoLatency(b *testing.B, c *benchClient, id uint32) {
 	var lat []time.Duration
 	b.ResetTimer()
-	for i := range b.N {
+	for i := range max(b.N, minEchoSamples) {
 		t0 := time.Now()
 		if err := c.send(Input{ID: id, Data: []byte("a")}); err != nil {
 			b.Fatal(err)
@@ -498,7 +505,7 @@ func BenchmarkCtrlCFlood(b *testing.B) { benchBoth(b, benchCtrlCFlood) }
 func benchCtrlCFlood(b *testing.B, c *benchClient, id uint32) {
 	var lat []time.Duration
 	b.ResetTimer()
-	for range b.N {
+	for range max(b.N, minCtrlCSamples) {
 		if err := c.send(Input{ID: id, Data: []byte("yes\r")}); err != nil {
 			b.Fatal(err)
 		}
