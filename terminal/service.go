@@ -328,6 +328,8 @@ func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent
 	s.agentLocked(agent.ID).sessions[sess] = struct{}{}
 	s.mu.Unlock()
 	defer sess.detachAll()
+	// Opens in flight finish (or fail, ctx being done) before the session detaches.
+	defer sess.opens.Wait()
 
 	sess.queue(Encode(Hello{Version: ProtocolVersion, Mode: sess.mode, Window: uint32(s.cfg.Window), ViewerID: v.ID, ViewerName: v.Name}))
 	sess.queue(Encode(s.list(agent.ID)))

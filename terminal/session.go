@@ -23,7 +23,8 @@ type session struct {
 	ws     *websocket.Conn
 	cancel context.CancelCauseFunc
 	log    *slog.Logger
-	wake   chan struct{} // cap 1: "something to write"
+	wake   chan struct{}  // cap 1: "something to write"
+	opens  sync.WaitGroup // openTerm goroutines; Serve waits for them
 
 	mu    sync.Mutex
 	ctrl  [][]byte // control frames, in order
@@ -205,7 +206,13 @@ func (s *session) noteWatching(id uint32) {
 func (s *session) handle(ctx context.Context, m Message) {
 	switch m := m.(type) {
 	case Open:
-		s.openTerm(ctx, m)
+		// Starting a helper can take seconds (a container): do not stall this client's
+		// acks and input meanwhile. Owner: Serve (opens), which waits for it.
+		s.opens.Add(1)
+		go func() {
+			defer s.opens.Done()
+			s.openTerm(ctx, m)
+		}()
 	case Attach:
 		t := s.svc.lookup(s.agent.ID, m.ID)
 		if t == nil {
