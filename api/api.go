@@ -117,9 +117,9 @@ type Limits struct {
 
 // Backend is an agent's isolation backend.
 type Backend struct {
-	Type    string `json:"type"`              // bwrap | container | host
-	Network string `json:"network"`           // none | full
-	Image   string `json:"image,omitempty"`   // container only
+	Type    string `json:"type"`            // bwrap | container | host
+	Network string `json:"network"`         // none | full
+	Image   string `json:"image,omitempty"` // container only
 	Limits  Limits `json:"limits,omitempty"`
 }
 
@@ -211,8 +211,8 @@ type ExecResult struct {
 type AuditEvent struct {
 	ID      int64     `json:"id"`
 	Time    time.Time `json:"time"`
-	Actor   string    `json:"actor"`    // username, "token:<id>" or "" for anonymous
-	Action  string    `json:"action"`   // e.g. login.ok, login.fail, user.create, agent.update, surface.attach, surface.detach
+	Actor   string    `json:"actor"`  // username, "token:<id>" or "" for anonymous
+	Action  string    `json:"action"` // e.g. login.ok, login.fail, user.create, agent.update, surface.attach, surface.detach
 	AgentID string    `json:"agent_id,omitempty"`
 	Surface Surface   `json:"surface,omitempty"`
 	Mode    Level     `json:"mode,omitempty"`
