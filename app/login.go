@@ -35,6 +35,10 @@ func (p *LoginPage) submit(ctx app.Context, e app.Event) {
 	}
 	p.busy, p.err = true, nil
 	user, pass := p.username, p.password
+	next := ctx.Page().URL().Query().Get("next")
+	if !safeNext(next) {
+		next = "/"
+	}
 	ui := p.ui
 	ui.Async(func() {
 		err := apiClient.Login(context.Background(), user, pass)
@@ -49,7 +53,7 @@ func (p *LoginPage) submit(ctx app.Context, e app.Event) {
 			}
 			p.password = ""
 			forgetUser()
-			ctx.Navigate("/")
+			ctx.Navigate(next)
 		})
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strings"
 	"sync"
 
 	"github.com/maxence-charriere/go-app/v10/pkg/app"
@@ -56,7 +57,7 @@ func load(ctx app.Context, fetch func(context.Context) error, done func(app.Cont
 		ctx.Dispatch(func(ctx app.Context) {
 			if errors.Is(err, ErrUnauthorized) {
 				forgetUser()
-				ctx.Navigate("/login")
+				ctx.Navigate(loginURL(ctx.Page().URL()))
 				return
 			}
 			done(ctx, err)
@@ -65,6 +66,21 @@ func load(ctx app.Context, fetch func(context.Context) error, done func(app.Cont
 }
 
 func pathEscape(s string) string { return url.PathEscape(s) }
+
+// loginURL is the login page, asked to come back to the page u after logging in.
+func loginURL(u *url.URL) string {
+	next := u.RequestURI()
+	if u.Path == "/" || u.Path == "/login" || !safeNext(next) {
+		return "/login"
+	}
+	return "/login?next=" + url.QueryEscape(next)
+}
+
+// safeNext reports whether next is a path of this app, not another site ("//host", "/\host", "https:...").
+func safeNext(next string) bool {
+	return strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") && !strings.HasPrefix(next, "/\\") &&
+		!strings.ContainsAny(next, "\r\n") && !strings.HasPrefix(next, "/login")
+}
 
 // errorText shows an error as text (never HTML); nil shows nothing.
 func errorText(err error) app.UI {

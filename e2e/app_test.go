@@ -578,16 +578,22 @@ func TestAppAdminPages(t *testing.T) {
 		}
 	}
 
-	// dave logs in elsewhere: no users link, and the page refuses him.
+	// dave opens the users page in another browser: he is sent to log in, comes back to it
+	// after, and it refuses him; he has no Users link.
 	d := startChromium(t)
-	loginUI(t, d, s.URL, "dave", "dave-password-42")
-	if d.until(t, "the top bar", `(document.getElementById("whoami") || {}).textContent === "dave"`); js[bool](t, d, `!!document.getElementById("nav-users")`) {
-		t.Error("a non-admin sees the Users link")
-	}
-	d.steps(t, "open the users page as dave", chromedp.Navigate(s.URL+"/admin/users"))
-	d.until(t, "the refusal", `document.body.textContent.includes("Only an admin can manage users.")`)
+	d.steps(t, "open the users page logged out", chromedp.Navigate(s.URL+"/admin/users"))
+	d.until(t, "the login form, asked to come back", `location.pathname === "/login" && new URLSearchParams(location.search).get("next") === "/admin/users" && !!document.getElementById("login-form")`)
+	d.steps(t, "log in as dave",
+		chromedp.SendKeys(chromedp.ID("username"), "dave"),
+		chromedp.SendKeys(chromedp.ID("password"), "dave-password-42"),
+		chromedp.Click(chromedp.ID("login-submit")),
+	)
+	d.until(t, "back on the users page, refused", `location.pathname === "/admin/users" && document.body.textContent.includes("Only an admin can manage users.")`)
 	if js[bool](t, d, `!!document.getElementById("user-table")`) {
 		t.Error("a non-admin sees the users table")
+	}
+	if d.until(t, "the top bar", `(document.getElementById("whoami") || {}).textContent === "dave"`); js[bool](t, d, `!!document.getElementById("nav-users")`) {
+		t.Error("a non-admin sees the Users link")
 	}
 
 	// Delete dave: asks first, then the row goes and the account is gone.
