@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,7 +187,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		if !ok {
 			return fail(errors.New("Config.Terminals is required when Config.Bridge cannot open helper streams"))
 		}
-		s.terms = terminal.NewService(cfg.Terminal, func(ctx context.Context, agent api.Agent) (net.Conn, error) {
+		tcfg := cfg.Terminal
+		if tcfg.OnAttach == nil {
+			tcfg.OnAttach = s.auditTerminalAttach
+		}
+		s.terms = terminal.NewService(tcfg, func(ctx context.Context, agent api.Agent) (net.Conn, error) {
 			return o.Open(ctx, agent, bridges.StreamTerminal)
 		})
 	}
@@ -292,4 +297,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.shutErr = errors.Join(errs...)
 	})
 	return s.shutErr
+}
+
+// auditTerminalAttach records every attach to one terminal (the opener's included), beside the
+// surface.attach of the WebSocket that carries it.
+func (s *Server) auditTerminalAttach(agent api.Agent, v terminal.Viewer, id uint32, opened bool) {
+	action := "terminal.attach"
+	if opened {
+		action = "terminal.open"
+	}
+	actor := v.Name
+	if strings.HasPrefix(v.ID, "token:") {
+		actor = v.ID
+	}
+	s.appendAudit(s.ctx, api.AuditEvent{Actor: actor, Action: action, AgentID: agent.ID,
+		Surface: api.SurfaceTerminal, Mode: v.Mode, Detail: fmt.Sprintf("terminal %d", id)})
 }
