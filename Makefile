@@ -67,6 +67,7 @@ bench: deps-dev services build ## Measure the targets of DESIGN.md and print the
 	@go run ./internal/benchtable < bin/bench.txt
 
 clean: ## Remove build output (not the data dir).
-	rm -rf bin assets/web/web assets/web/*.html assets/web/*.js assets/web/*.json assets/web/*.webmanifest
+	rm -rf bin
+	@$(MAKE) --no-print-directory web-clean
 
 .PHONY: help deps deps-dev build run services image vet test fuzz bench clean

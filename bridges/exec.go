@@ -65,6 +65,13 @@ func ExecOverStream(ctx context.Context, st net.Conn, req api.ExecRequest) (api.
 		}
 		return api.ExecResult{}, fmt.Errorf("exec: read result: %w", err)
 	}
+	// The helper caps its output, but it shares the jail with the agent: cap it again here.
+	if len(res.Stdout) > MaxExecOutput {
+		res.Stdout, res.StdoutTruncated = res.Stdout[:MaxExecOutput], true
+	}
+	if len(res.Stderr) > MaxExecOutput {
+		res.Stderr, res.StderrTruncated = res.Stderr[:MaxExecOutput], true
+	}
 	return res, nil
 }
 
