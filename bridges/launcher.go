@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/porthole/porthole/api"
+	"golang.org/x/sys/unix"
 )
 
 // Launcher starts an agent's helper inside one kind of isolation backend. It is the only way a
@@ -83,6 +84,8 @@ func startCmd(cmd *exec.Cmd, desc string, kill func(pid int)) (*Process, error) 
 		inW.Close()
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
+	growPipe(inW)
+	growPipe(outR)
 	p := &Process{stderr: newTailBuffer(8 << 10), done: make(chan struct{})}
 	cmd.Stdin = inR
 	cmd.Stdout = outW
@@ -125,6 +128,18 @@ func startCmd(cmd *exec.Cmd, desc string, kill func(pid int)) (*Process, error) 
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// sessionPipeSize is the capacity asked for the session's pipes (the default is 64 KiB, less
+// than one full terminal Output frame plus its yamux header).
+const sessionPipeSize = 1 << 20
+
+// growPipe raises a pipe's capacity to sessionPipeSize, best effort: the kernel caps it at
+// /proc/sys/fs/pipe-max-size and at the user's pipe quota, and the default still works.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, sessionPipeSize) })
+	}
 }
 
 // tailBuffer keeps the last max bytes written to it.
