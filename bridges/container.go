@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -140,16 +143,76 @@ func (l *containerLauncher) Reconcile(ctx context.Context) (int, error) {
 	return len(list.Items), errors.Join(errs...)
 }
 
-func (l *containerLauncher) specLabel(spec AgentSpec, image string) string {
-	return fmt.Sprintf("image=%s net=%s pids=%d mem=%d cpu=%d home=%s helper=%s",
-		image, spec.Backend.Network, spec.Limits.Pids, spec.Limits.MemoryMiB, spec.Limits.CPUPct, spec.Home, l.helper)
+func (l *containerLauncher) specLabel(spec AgentSpec, image, user string) string {
+	return fmt.Sprintf("image=%s net=%s pids=%d mem=%d cpu=%d home=%s helper=%s user=%s",
+		image, spec.Backend.Network, spec.Limits.Pids, spec.Limits.MemoryMiB, spec.Limits.CPUPct, spec.Home, l.helper, user)
+}
+
+// containerNproc is the RLIMIT_NPROC of a container's processes. The agent runs as a non-root uid
+// and, with a rootful engine, that limit counts every process of the uid on the host (other
+// agents' containers, and for an unprivileged gateway the gateway itself and its bwrap jails), so
+// it must not be the per-agent limit: the pids cgroup (PidsLimit) is. It is set explicitly
+// because podman otherwise copies its own limits.
+const containerNproc = 32768
+
+// agentUser makes the agent's home usable by the uid the container's processes run as and
+// returns that "uid:gid" for the container's Config.User: never root. A root gateway runs them as
+// the fixed agent uid/gid 1000 (the bwrap jails' uid) and chowns the home to it; an unprivileged
+// gateway created the home (mode 0700) as its own uid, so they run as the home's owner.
+func agentUser(home string) (string, error) {
+	if os.Geteuid() == 0 {
+		if err := chownTree(home, jailUID, jailUID); err != nil {
+			return "", unavailable(api.BackendContainer, "give the agent's home to uid %d: %v", jailUID, err)
+		}
+		return fmt.Sprintf("%d:%d", jailUID, jailUID), nil
+	}
+	fi, err := os.Stat(home)
+	if err != nil {
+		return "", fmt.Errorf("container backend: agent home: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", unavailable(api.BackendContainer, "agent home %s: no owner information", home)
+	}
+	if st.Uid == 0 {
+		return "", unavailable(api.BackendContainer, "agent home %s belongs to root: the agent must not run as root", home)
+	}
+	return fmt.Sprintf("%d:%d", st.Uid, st.Gid), nil
+}
+
+// chownTree gives root and everything under it (symlinks themselves, not their targets) to
+// uid:gid; a tree whose root already belongs to them is left as it is.
+func chownTree(root string, uid, gid int) error {
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == gid {
+		return nil
+	}
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, gid)
+	})
 }
 
 // ensure returns the id of the agent's running container, creating/starting it as needed.
+// Its processes run as agentUser's uid.
 func (l *containerLauncher) ensure(ctx context.Context, cli *client.Client, spec AgentSpec) (string, error) {
+	user, err := agentUser(spec.Home)
+	if err != nil {
+		return "", err
+	}
+	return l.ensureAs(ctx, cli, spec, user)
+}
+
+// ensureAs is ensure with the container's user ("uid:gid") already settled.
+func (l *containerLauncher) ensureAs(ctx context.Context, cli *client.Client, spec AgentSpec, user string) (string, error) {
 	name := ContainerName(l.instance, spec.ID)
 	image := l.imageFor(spec.Backend)
-	want := l.specLabel(spec, image)
+	want := l.specLabel(spec, image, user)
 	insp, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case err == nil:
@@ -194,7 +257,7 @@ func (l *containerLauncher) ensure(ctx context.Context, cli *client.Client, spec
 			// Explicit: podman otherwise copies the engine's own (huge) limits.
 			Ulimits: []*container.Ulimit{
 				{Name: "nofile", Soft: 4096, Hard: 4096},
-				{Name: "nproc", Soft: int64(spec.Limits.Pids), Hard: int64(spec.Limits.Pids)},
+				{Name: "nproc", Soft: max(containerNproc, int64(spec.Limits.Pids)), Hard: max(containerNproc, int64(spec.Limits.Pids))},
 			},
 		},
 	}
@@ -204,7 +267,7 @@ func (l *containerLauncher) ensure(ctx context.Context, cli *client.Client, spec
 		Cmd:        []string{HelperPathInJail, "helper", "init"},
 		Env:        sandboxEnv(jailHome),
 		WorkingDir: jailHome,
-		User:       "0:0",
+		User:       user,
 		Labels: map[string]string{
 			LabelAgent:   spec.ID,
 			LabelGateway: l.instance,
@@ -240,7 +303,11 @@ func (l *containerLauncher) Launch(ctx context.Context, spec AgentSpec) (*Proces
 	if _, err := os.Stat(l.helper); err != nil {
 		return nil, unavailable(api.BackendContainer, "helper binary: %v", err)
 	}
-	id, err := l.ensure(ctx, cli, spec)
+	user, err := agentUser(spec.Home)
+	if err != nil {
+		return nil, err
+	}
+	id, err := l.ensureAs(ctx, cli, spec, user)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +318,7 @@ func (l *containerLauncher) Launch(ctx context.Context, spec AgentSpec) (*Proces
 		Cmd:          []string{HelperPathInJail, "helper", "--kill-all-on-exit"},
 		Env:          sandboxEnv(jailHome),
 		WorkingDir:   jailHome,
-		User:         "0:0",
+		User:         user,
 	})
 	if err != nil {
 		return nil, unavailable(api.BackendContainer, "exec in %s: %v", id[:12], err)

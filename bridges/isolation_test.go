@@ -100,6 +100,26 @@ func isolationMap(t *testing.T, typ string) {
 		return
 	}
 
+	t.Run("agent_is_not_root", func(t *testing.T) {
+		// In a bwrap jail the agent is uid 1000 of its own user namespace. In a container it is a
+		// host uid: 1000 under a root gateway (which gives it the home), the gateway's own uid under
+		// an unprivileged one (whose home is 0700) — never root, with no capabilities either way.
+		want := strconv.Itoa(jailUID)
+		if typ == api.BackendContainer && os.Getuid() != 0 {
+			want = strconv.Itoa(os.Getuid())
+		}
+		res := sh(t, f.m, f.bob, `id -u; grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status | tr -s '\t' ' '; touch "$HOME/mine" && stat -c %u "$HOME/mine"`)
+		got := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+		wantLines := []string{want, "CapPrm: 0000000000000000", "CapEff: 0000000000000000", "CapBnd: 0000000000000000", want}
+		if res.ExitCode != 0 || strings.Join(got, "|") != strings.Join(wantLines, "|") {
+			t.Errorf("id -u, capabilities, owner of a new file in the agent (%s) = %q (exit %d, stderr %q), want %q",
+				typ, got, res.ExitCode, res.Stderr, wantLines)
+		}
+		if got[0] == "0" {
+			t.Errorf("the agent's processes run as root (id -u = 0) in the %s backend", typ)
+		}
+	})
+
 	t.Run("alice_home_unreadable", func(t *testing.T) {
 		script := fmt.Sprintf(`for p in %[1]q %[1]q/secret.txt %[2]q %[3]q; do
   ls -la "$p" >/dev/null 2>&1 && echo "LISTED $p"

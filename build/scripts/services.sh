@@ -36,7 +36,13 @@ if ! curl -fsS --max-time 2 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1
 		echo "services: podman API did not start; see $run/podman.log" >&2; exit 1; }
 fi
 
-# An unprivileged account for the isolation tests that run the gateway as non-root.
+# An unprivileged account for the isolation tests that run the gateway as non-root. It reaches the
+# engine the way a deployment's gateway user would: through a group that owns the engine's socket.
 id porthole >/dev/null 2>&1 || useradd --system --home-dir /nonexistent --shell /usr/sbin/nologin porthole
+getent group porthole-engine >/dev/null || groupadd --system porthole-engine
+id -nG porthole | tr ' ' '\n' | grep -qx porthole-engine || usermod -a -G porthole-engine porthole
+chmod 0755 "$run"
+chgrp porthole-engine "$sock"
+chmod 0660 "$sock"
 
 echo "services: PostgreSQL $ver on 127.0.0.1:5432, podman API on unix://$sock" >&2
