@@ -18,6 +18,33 @@ type LoginPage struct {
 	err      error
 }
 
+// OnInit keeps what the user typed into the pre-rendered form (login.html, shown before the
+// WASM app ran), which this render replaces.
+func (p *LoginPage) OnInit() {
+	if app.IsServer {
+		return
+	}
+	doc := app.Window().Get("document")
+	for id, v := range map[string]*string{"username": &p.username, "password": &p.password} {
+		if in := doc.Call("querySelector", "[data-prerendered] #"+id); in.Truthy() {
+			*v = in.Get("value").String()
+		}
+	}
+}
+
+// OnMount sends the form when the user already did so on the pre-rendered page (web/wasm.js
+// held that submit until the app ran).
+func (p *LoginPage) OnMount(ctx app.Context) {
+	p.ui = ctx
+	if app.IsServer {
+		return
+	}
+	if w := app.Window(); w.Get("portholePendingLogin").Truthy() {
+		w.Set("portholePendingLogin", false)
+		p.login(ctx)
+	}
+}
+
 // OnNav sets the page title.
 func (p *LoginPage) OnNav(ctx app.Context) {
 	p.ui = ctx
@@ -26,6 +53,10 @@ func (p *LoginPage) OnNav(ctx app.Context) {
 
 func (p *LoginPage) submit(ctx app.Context, e app.Event) {
 	e.PreventDefault()
+	p.login(ctx)
+}
+
+func (p *LoginPage) login(ctx app.Context) {
 	if p.busy {
 		return
 	}
@@ -66,7 +97,9 @@ func (p *LoginPage) Render() app.UI {
 				app.Img().Src(iconURL()).Alt("").Class("login-icon"),
 				app.H1().Text("Porthole"),
 			),
-			app.Form().ID("login-form").OnSubmit(p.submit).Body(
+			// POST: even if no script handled the pre-rendered form, the password never goes
+			// into a URL.
+			app.Form().ID("login-form").Method("post").OnSubmit(p.submit).Body(
 				app.Label().For("username").Text("Username"),
 				app.Input().ID("username").Name("username").Type("text").
 					Attr("autocomplete", "username").Attr("autocapitalize", "none").
@@ -77,8 +110,18 @@ func (p *LoginPage) Render() app.UI {
 					Attr("autocomplete", "current-password").Required(true).Value(p.password).
 					OnInput(p.ValueTo(&p.password)),
 				errorText(p.err),
-				app.Button().ID("login-submit").Type("submit").Class("primary").Disabled(p.busy).Text("Log in"),
+				submitButton(p.busy),
 			),
 		),
 	)
+}
+
+// submitButton is the form's button. It gets a disabled attribute only while busy: go-app
+// pre-renders Disabled(false) as disabled="false", which HTML reads as disabled.
+func submitButton(busy bool) app.UI {
+	b := app.Button().ID("login-submit").Type("submit").Class("primary").Text("Log in")
+	if busy {
+		b = b.Disabled(true)
+	}
+	return b
 }

@@ -95,11 +95,19 @@ func (b *TopBar) Render() app.UI {
 			}),
 			app.Button().ID("theme-toggle").Type("button").Class("ghost").
 				Title("Switch theme (remembered on this device)").OnClick(b.toggleTheme).Text(themeLabel),
-			app.Button().ID("logout").Type("button").Class("ghost").Disabled(b.leaving).
-				OnClick(b.logout).Text("Log out"),
+			b.logoutButton(),
 		),
 		errorText(b.err),
 	)
+}
+
+// logoutButton gets a disabled attribute only while logging out (see submitButton).
+func (b *TopBar) logoutButton() app.UI {
+	btn := app.Button().ID("logout").Type("button").Class("ghost").OnClick(b.logout).Text("Log out")
+	if b.leaving {
+		btn = btn.Disabled(true)
+	}
+	return btn
 }
 
 func activeClass(active bool) string {

@@ -139,7 +139,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
 }
 
-// lookup finds the file for a URL path; page reports the app shell (index.html) served for an app route.
+// lookup finds the file for a URL path; page reports a pre-rendered page (login.html, or the
+// shell index.html) served for an app route.
 func (h *handler) lookup(p string) (f *file, page bool) {
 	if p == "/" || p == "/index.html" {
 		return h.files["/index.html"], true
@@ -147,8 +148,12 @@ func (h *handler) lookup(p string) (f *file, page bool) {
 	if f, ok := h.files[p]; ok {
 		return f, false
 	}
-	// An app route (/agents/xyz, /login): no extension, not a static resource.
+	// An app route (/agents/xyz, /login): no extension, not a static resource. Its own
+	// pre-rendered page when the generator wrote one (/login.html), else the shell.
 	if !strings.HasPrefix(p, "/web/") && !strings.Contains(path.Base(p), ".") {
+		if f, ok := h.files[p+".html"]; ok {
+			return f, true
+		}
 		return h.files["/index.html"], true
 	}
 	return nil, false

@@ -72,17 +72,29 @@ func run(out string) error {
 		}
 	}
 	h := handler(versions)
-	// Pre-render a neutral shell: assets serves this index.html for every app path, and the
-	// WASM app renders the page of the actual URL (app.Routes) once it runs.
+	// Pre-render the static markup the user sees before the WASM app runs (and that it then
+	// replaces): login.html is the real login form, index.html (served for every other app
+	// path) the app shell: top bar and a loading state. Static markup only: no user data.
 	wasmURL := versioned(versions).Resolve("/web/app.wasm")
-	app.Route("/", func() app.Composer { return &boot{wasm: wasmURL} })
+	app.Route("/", func() app.Composer {
+		return &boot{wasm: wasmURL, body: func() []app.UI {
+			return []app.UI{&porthole.TopBar{}, app.Main().Class("page").Body(app.P().Class("loading").Text("Loading…"))}
+		}}
+	})
+	app.Route("/login", func() app.Composer {
+		return &boot{wasm: wasmURL, body: func() []app.UI { return []app.UI{&porthole.LoginPage{}} }}
+	})
 	if err := app.GenerateStaticWebsite(out, h); err != nil {
 		return fmt.Errorf("generate static website: %w", err)
 	}
-	// Only index.html is served for app routes (assets serves it for every page path);
-	// the per-route copies go-app writes are not used.
+	// assets serves login.html for /login and index.html for every other app path.
 	if err := cleanAfter(out); err != nil {
 		return err
+	}
+	for _, page := range []string{"index.html", "login.html"} {
+		if err := checkPrerendered(filepath.Join(out, page)); err != nil {
+			return err
+		}
 	}
 	if err := earlyWasmCompile(filepath.Join(out, "app.js"), wasmURL); err != nil {
 		return err
@@ -158,8 +170,20 @@ func cleanAfter(out string) error {
 		if dir {
 			return name != "web"
 		}
-		return strings.HasSuffix(name, ".html") && name != "index.html"
+		return strings.HasSuffix(name, ".html") && name != "index.html" && name != "login.html"
 	})
+}
+
+// checkPrerendered fails when a page lost its pre-rendered markup (go-app's output changed).
+func checkPrerendered(page string) error {
+	b, err := os.ReadFile(page)
+	if err != nil {
+		return fmt.Errorf("read pre-rendered page: %w", err)
+	}
+	if !bytes.Contains(b, []byte(`data-prerendered`)) {
+		return fmt.Errorf("%s has no pre-rendered markup (data-prerendered)", page)
+	}
+	return nil
 }
 
 func removeIf(out string, drop func(name string, dir bool) bool) error {
@@ -178,10 +202,13 @@ func removeIf(out string, drop func(name string, dir bool) bool) error {
 	return nil
 }
 
-// boot is the pre-rendered body of index.html: empty, under go-app's loading screen.
+// boot is the pre-rendered body of a page: static markup (data-prerendered) that the WASM app
+// replaces with its own render of the URL's page once it runs. app.css hides go-app's
+// full-screen loader when it is there, so the page shows at once.
 type boot struct {
 	app.Compo
 	wasm string
+	body func() []app.UI
 }
 
 // OnPreRender makes index.html preload app.wasm, so its download starts with the page's;
@@ -190,7 +217,9 @@ func (b *boot) OnPreRender(ctx app.Context) {
 	ctx.Page().SetPreloads(app.Preload{As: "fetch", Type: "application/wasm", Href: b.wasm + " crossorigin=anonymous", FetchPriority: "high"})
 }
 
-func (b *boot) Render() app.UI { return app.Div().ID("boot").Class("boot") }
+func (b *boot) Render() app.UI {
+	return app.Div().ID("boot").Class("boot").Attr("data-prerendered", true).Body(b.body()...)
+}
 
 // earlyWasmCompile makes go-app's app.js instantiate the module that web/wasm.js started
 // compiling while the page loaded (portholeInstantiate), instead of fetching app.wasm once

@@ -7,6 +7,8 @@ import (
 )
 
 func main() {
+	// For the first-render benchmark's breakdown: when the Go program started.
+	app.Window().Get("performance").Call("mark", "porthole-go-main")
 	porthole.Routes()
 	app.RunWhenOnBrowser()
 }
