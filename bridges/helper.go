@@ -186,6 +186,15 @@ func detachStdio() (in, out *os.File, err error) {
 	}
 	syscall.CloseOnExec(inFD)
 	syscall.CloseOnExec(outFD)
+	// Non-blocking, so that os.NewFile puts them in Go's netpoller: the yamux receive loop
+	// then waits there instead of in a blocking read(2) whose thread the scheduler keeps
+	// retaking and handing back (which also kept sysmon polling every 20 µs).
+	if err := syscall.SetNonblock(inFD, true); err != nil {
+		return nil, nil, fmt.Errorf("helper: stdin non-blocking: %w", err)
+	}
+	if err := syscall.SetNonblock(outFD, true); err != nil {
+		return nil, nil, fmt.Errorf("helper: stdout non-blocking: %w", err)
+	}
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("helper: open %s: %w", os.DevNull, err)
