@@ -60,6 +60,11 @@ func TestUnprivilegedGateway(t *testing.T) {
 		"PORTHOLE_TEST_HELPER=" + helper,
 		unprivilegedChildEnv + "=1",
 	}
+	for _, k := range []string{"PORTHOLE_TEST_ENGINE", "PORTHOLE_TEST_IMAGE"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	lines := strings.Split(text, "\n")
