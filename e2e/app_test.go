@@ -466,19 +466,19 @@ func TestAppShell(t *testing.T) {
 }
 
 // TestAppWasmThroughGateway reads app.wasm through the gateway's full handler (middleware
-// included) the way the shell asks for it: compressed per Accept-Encoding, cached for a year
+// included) the way the shell (app.js) asks for it: compressed per Accept-Encoding, cached for a year
 // under its versioned URL, and at most 2 MB on the wire.
 func TestAppWasmThroughGateway(t *testing.T) {
 	s := startShellServer(t)
-	resp, err := http.Get(s.URL + "/")
+	resp, err := http.Get(s.URL + "/app.js")
 	if err != nil {
-		t.Fatalf("GET /: %v", err)
+		t.Fatalf("GET /app.js: %v", err)
 	}
-	index, _ := io.ReadAll(resp.Body)
+	appJS, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	m := regexp.MustCompile(`href="(/web/app\.wasm\?v=[0-9a-f]+)"`).FindSubmatch(index)
+	m := regexp.MustCompile(`"(/web/app\.wasm\?v=[0-9a-f]+)"`).FindSubmatch(appJS)
 	if m == nil {
-		t.Fatalf("index.html does not preload a versioned app.wasm:\n%s", index)
+		t.Fatalf("app.js does not load a versioned app.wasm:\n%s", appJS)
 	}
 	wasmURL := s.URL + string(m[1])
 	var sizes []string
@@ -730,6 +730,7 @@ const renderTimingsJS = `(() => {
 		form: window.__portholeFormSeen ?? -1,
 		prerendered: window.__portholePrerenderedForm ? 1 : 0,
 		wasmFetched: wasm ? wasm.responseEnd : -1,
+		compileStart: mark("porthole-wasm-compile-start"),
 		compiled: mark("porthole-wasm-compiled"),
 		instantiated: mark("porthole-wasm-instantiated"),
 		goMain: mark("porthole-go-main"),
@@ -744,6 +745,7 @@ type renderTimings struct {
 	Form         float64 `json:"form"`         // the login form is in the document
 	Prerendered  float64 `json:"prerendered"`  // 1 when that form was the pre-rendered one
 	WasmFetched  float64 `json:"wasmFetched"`  // app.wasm's body received
+	CompileStart float64 `json:"compileStart"` // web/wasm.js starts compiling (after the first paint)
 	Compiled     float64 `json:"compiled"`     // WebAssembly.compileStreaming done
 	Instantiated float64 `json:"instantiated"` // instance created
 	GoMain       float64 `json:"goMain"`       // the Go main started
@@ -819,6 +821,7 @@ func BenchmarkAppRender(b *testing.B) {
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.Interactive }), "ms-"+visit+"-interactive")
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.Response }), "ms-"+visit+"-response")
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.WasmFetched }), "ms-"+visit+"-wasm-fetched")
+		b.ReportMetric(metric(func(r renderTimings) float64 { return r.CompileStart }), "ms-"+visit+"-compile-start")
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.Compiled }), "ms-"+visit+"-compiled")
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.Instantiated }), "ms-"+visit+"-instantiated")
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.GoMain }), "ms-"+visit+"-go-main")
@@ -837,15 +840,15 @@ func BenchmarkAppRender(b *testing.B) {
 // gets it (brotli), as a browser without brotli gets it (gzip), and uncompressed. Budget: 2 MB.
 func BenchmarkAppWasmSize(b *testing.B) {
 	s := startShellServer(b)
-	resp, err := http.Get(s.URL + "/")
+	resp, err := http.Get(s.URL + "/app.js")
 	if err != nil {
-		b.Fatalf("GET /: %v", err)
+		b.Fatalf("GET /app.js: %v", err)
 	}
-	index, _ := io.ReadAll(resp.Body)
+	appJS, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	m := regexp.MustCompile(`href="(/web/app\.wasm\?v=[0-9a-f]+)"`).FindSubmatch(index)
+	m := regexp.MustCompile(`"(/web/app\.wasm\?v=[0-9a-f]+)"`).FindSubmatch(appJS)
 	if m == nil {
-		b.Fatalf("index.html does not preload a versioned app.wasm")
+		b.Fatalf("app.js does not load a versioned app.wasm")
 	}
 	sizes := map[string]int{}
 	for i := 0; i < b.N; i++ {

@@ -77,12 +77,12 @@ func run(out string) error {
 	// path) the app shell: top bar and a loading state. Static markup only: no user data.
 	wasmURL := versioned(versions).Resolve("/web/app.wasm")
 	app.Route("/", func() app.Composer {
-		return &boot{wasm: wasmURL, body: func() []app.UI {
+		return &boot{body: func() []app.UI {
 			return []app.UI{&porthole.TopBar{}, app.Main().Class("page").Body(app.P().Class("loading").Text("Loading…"))}
 		}}
 	})
 	app.Route("/login", func() app.Composer {
-		return &boot{wasm: wasmURL, body: func() []app.UI { return []app.UI{&porthole.LoginPage{}} }}
+		return &boot{body: func() []app.UI { return []app.UI{&porthole.LoginPage{}} }}
 	})
 	if err := app.GenerateStaticWebsite(out, h); err != nil {
 		return fmt.Errorf("generate static website: %w", err)
@@ -205,26 +205,22 @@ func removeIf(out string, drop func(name string, dir bool) bool) error {
 // boot is the pre-rendered body of a page: static markup (data-prerendered) that the WASM app
 // replaces with its own render of the URL's page once it runs. app.css hides go-app's
 // full-screen loader when it is there, so the page shows at once.
+//
+// The page does not preload app.wasm: downloading and compiling it while the page loads
+// delayed the page's own first paint (measured), and web/wasm.js starts both right after it.
 type boot struct {
 	app.Compo
-	wasm string
 	body func() []app.UI
-}
-
-// OnPreRender makes index.html preload app.wasm, so its download starts with the page's;
-// web/wasm.js compiles it from that preload.
-func (b *boot) OnPreRender(ctx app.Context) {
-	ctx.Page().SetPreloads(app.Preload{As: "fetch", Type: "application/wasm", Href: b.wasm + " crossorigin=anonymous", FetchPriority: "high"})
 }
 
 func (b *boot) Render() app.UI {
 	return app.Div().ID("boot").Class("boot").Attr("data-prerendered", true).Body(b.body()...)
 }
 
-// earlyWasmCompile makes go-app's app.js instantiate the module that web/wasm.js started
-// compiling while the page loaded (portholeInstantiate), instead of fetching app.wasm once
-// its deferred scripts ran, through a JS stream that counts progress (a copy, and a late
-// start). Without wasm.js it fetches app.wasm itself. The loading label shows no percentage.
+// earlyWasmCompile makes go-app's app.js instantiate app.wasm through web/wasm.js
+// (portholeInstantiate: a streamed compile once the page has painted) instead of its fetch
+// through a JS stream that counts progress (a copy of the module). Without wasm.js it fetches
+// app.wasm itself. The loading label shows no percentage.
 func earlyWasmCompile(appJS, wasmURL string) error {
 	b, err := os.ReadFile(appJS)
 	if err != nil {
