@@ -115,6 +115,7 @@ func isolationMap(t *testing.T, typ string) {
 			t.Errorf("id -u, capabilities, owner of a new file in the agent (%s) = %q (exit %d, stderr %q), want %q",
 				typ, got, res.ExitCode, res.Stderr, wantLines)
 		}
+		t.Logf("in the %s agent: id -u = %s (gateway uid %d)", typ, got[0], os.Getuid())
 		if got[0] == "0" {
 			t.Errorf("the agent's processes run as root (id -u = 0) in the %s backend", typ)
 		}

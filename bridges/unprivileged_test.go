@@ -68,6 +68,13 @@ func TestUnprivilegedGateway(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	lines := strings.Split(text, "\n")
+	var proof []string // the container cases and the agents' uids, wherever they are in the output
+	for _, line := range lines {
+		if strings.Contains(line, "/container ") || strings.Contains(line, "/image_missing ") || strings.Contains(line, "id -u = ") {
+			proof = append(proof, line)
+		}
+	}
+	t.Logf("unprivileged run, container cases:\n%s", strings.Join(proof, "\n"))
 	t.Logf("unprivileged run (last lines):\n%s", strings.Join(lines[max(0, len(lines)-60):], "\n"))
 	if err != nil {
 		t.Fatalf("isolation tests as user porthole failed: %v", err)
