@@ -25,7 +25,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(frame(StreamHeader{Kind: StreamTerminal}))
 	f.Add(frame(api.ExecResult{ExitCode: 1, Stdout: "hi\n", StderrTruncated: true}))
 	f.Add(frame(api.ExecRequest{Command: []string{"sh", "-c", "true"}, TimeoutS: 3}))
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff})      // a length past the bound
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})    // a length past the bound
 	f.Add([]byte{0, 0, 0, 5, '{', '"', 'a'}) // truncated
 	f.Add(binary.BigEndian.AppendUint32(nil, 2))
 
