@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/porthole/porthole/api"
@@ -540,6 +541,52 @@ func TestAppPrerendered(t *testing.T) {
 			t.Errorf("GET %s: the pre-rendered page names a user", tt.path)
 		}
 	}
+}
+
+// TestAppLoginBeforeWasm: with app.wasm held back, /login already shows the real login form
+// (go-app's loader hidden); the user types and submits there, and once app.wasm arrives the
+// app keeps what was typed, sends the held submit, and the user is logged in.
+func TestAppLoginBeforeWasm(t *testing.T) {
+	s := startShellServer(t)
+	c := startChromium(t)
+	paused := make(chan fetch.RequestID, 4)
+	if err := chromedp.Listen(c.ctx, func(ev any) {
+		if e, ok := ev.(*fetch.EventRequestPaused); ok {
+			select {
+			case paused <- e.RequestID:
+			default:
+			}
+		}
+	}); err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	if _, err := chromedp.Call(c.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/web/app.wasm*"}}}); err != nil {
+		t.Fatalf("hold app.wasm: %v", err)
+	}
+	c.steps(t, "open the login page", chromedp.Navigate(s.URL+"/login"))
+	c.until(t, "the pre-rendered login form", `!!document.querySelector("[data-prerendered] #login-form")`)
+	if d := js[string](t, c, `getComputedStyle(document.getElementById("app-wasm-loader")).display`); d != "none" {
+		t.Errorf("go-app's loader display = %q over the pre-rendered page, want none", d)
+	}
+	c.steps(t, "log in before the app runs",
+		chromedp.SendKeys(chromedp.ID("username"), "admin"),
+		chromedp.SendKeys(chromedp.ID("password"), shellAdminPassword),
+		chromedp.Click(chromedp.ID("login-submit")),
+	)
+	var id fetch.RequestID
+	select {
+	case id = <-paused:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the page never asked for app.wasm")
+	}
+	if !js[bool](t, c, `location.pathname === "/login" && location.search === "" && !!document.querySelector("[data-prerendered] #login-form")`) {
+		t.Fatalf("before the app ran, the submit left the pre-rendered page: %s%s", c.path(), js[string](t, c, `location.search`))
+	}
+	if _, err := chromedp.Call(c.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: id}); err != nil {
+		t.Fatalf("release app.wasm: %v", err)
+	}
+	c.until(t, "the agents page after the held login", `location.pathname === "/" && !!document.getElementById("own-agents")`)
+	c.until(t, "the user in the top bar", `(document.getElementById("whoami") || {}).textContent === "admin"`)
 }
 
 // loginUI logs the browser in through the login form and waits for the agents page.
