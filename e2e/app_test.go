@@ -777,6 +777,7 @@ const renderTimingsJS = `(() => {
 		form: window.__portholeFormSeen ?? -1,
 		prerendered: window.__portholePrerenderedForm ? 1 : 0,
 		wasmFetched: wasm ? wasm.responseEnd : -1,
+		blocking: Math.max(-1, ...performance.getEntriesByType("resource").filter((r) => r.renderBlockingStatus === "blocking").map((r) => r.responseEnd)),
 		compileStart: mark("porthole-wasm-compile-start"),
 		compiled: mark("porthole-wasm-compiled"),
 		instantiated: mark("porthole-wasm-instantiated"),
@@ -791,6 +792,7 @@ type renderTimings struct {
 	FCP          float64 `json:"fcp"`          // first contentful paint
 	Form         float64 `json:"form"`         // the login form is in the document
 	Prerendered  float64 `json:"prerendered"`  // 1 when that form was the pre-rendered one
+	Blocking     float64 `json:"blocking"`     // the last render-blocking CSS or script received
 	WasmFetched  float64 `json:"wasmFetched"`  // app.wasm's body received
 	CompileStart float64 `json:"compileStart"` // web/wasm.js starts compiling (after the first paint)
 	Compiled     float64 `json:"compiled"`     // WebAssembly.compileStreaming done
@@ -867,6 +869,7 @@ func BenchmarkAppRender(b *testing.B) {
 		}
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.Interactive }), "ms-"+visit+"-interactive")
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.Response }), "ms-"+visit+"-response")
+		b.ReportMetric(metric(func(r renderTimings) float64 { return r.Blocking }), "ms-"+visit+"-blocking-loaded")
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.WasmFetched }), "ms-"+visit+"-wasm-fetched")
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.CompileStart }), "ms-"+visit+"-compile-start")
 		b.ReportMetric(metric(func(r renderTimings) float64 { return r.Compiled }), "ms-"+visit+"-compiled")
