@@ -46,41 +46,11 @@ type shellServer struct {
 // CI=true) or skips when the binary was built without the web app.
 func startShellServer(t testing.TB) *shellServer {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{
-		DataDir:          t.TempDir(),
+	ts := serveGateway(t, server.Config{
 		AdminPassword:    shellAdminPassword,
 		AllowHostBackend: true,
-		IdleTimeout:      time.Minute,
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	if err != nil {
-		cancel()
-		t.Fatalf("server.New: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		ts.CloseClientConnections()
-		sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer scancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("server shutdown: %v", err)
-		}
-		ts.Close()
-		cancel()
-	})
-	resp, err := http.Get(ts.URL + "/")
-	if err != nil {
-		t.Fatalf("GET /: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(body, []byte("web app not built")) {
-		testenv.Missing(t, "the embedded web app: run make web before these tests")
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET / = %d %s, want 200", resp.StatusCode, body)
-	}
 	return &shellServer{URL: ts.URL, ts: ts}
 }
 
@@ -100,31 +70,7 @@ func (s *shellServer) login(t *testing.T, user, password string) *apiSession {
 
 func (a *apiSession) call(t *testing.T, method, path string, in any, want int, out any) {
 	t.Helper()
-	var body io.Reader
-	if in != nil {
-		b, _ := json.Marshal(in)
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, a.base+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Origin", a.base)
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
-		}
-	}
+	apiCall(t, a.hc, a.base, method, path, in, want, out)
 }
 
 // chromium is one headless Chromium; console messages and exceptions are kept for assertions.

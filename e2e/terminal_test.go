@@ -3,15 +3,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,40 +59,8 @@ type gateway struct {
 // httptest, logs an API client in as admin, and stops everything at cleanup.
 func startGateway(t *testing.T) *gateway {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	dataDir := t.TempDir()
-	srv, err := server.New(ctx, server.Config{
-		DataDir:       dataDir,
-		AdminPassword: adminPassword,
-		HelperPath:    portholeBin,
-		IdleTimeout:   time.Minute,
-		Logger:        logger,
-	})
-	if err != nil {
-		cancel()
-		t.Fatalf("server.New: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		ts.CloseClientConnections()
-		sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer scancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("server shutdown: %v", err)
-		}
-		ts.Close()
-		cancel()
-	})
-	resp, err := http.Get(ts.URL + "/")
-	if err != nil {
-		t.Fatalf("GET /: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(body, []byte("web app not built")) {
-		testenv.Missing(t, "the embedded web app: run make web before these tests")
-	}
+	ts := serveGateway(t, server.Config{DataDir: dataDir, AdminPassword: adminPassword})
 	jar, _ := cookiejar.New(nil)
 	g := &gateway{URL: ts.URL, client: &http.Client{Jar: jar, Timeout: 60 * time.Second}, dataDir: dataDir}
 	g.call(t, "POST", "/api/session", api.LoginRequest{Username: "admin", Password: adminPassword}, http.StatusOK, nil)
@@ -106,34 +70,7 @@ func startGateway(t *testing.T) *gateway {
 // call does one JSON API request and decodes the answer into out.
 func (g *gateway) call(t *testing.T, method, path string, body any, want int, out any) {
 	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, g.URL+path, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Origin", g.URL)
-	resp, err := g.client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
-		}
-	}
+	apiCall(t, g.client, g.URL, method, path, body, want, out)
 }
 
 // createAgent makes a bwrap agent owned by admin.
@@ -149,13 +86,6 @@ func (g *gateway) createAgent(t *testing.T, name string) api.Agent {
 		t.Fatalf("created agent has no id: %+v", a)
 	}
 	return a
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // browser is a headless Chromium; its console goes to the test log on failure.
