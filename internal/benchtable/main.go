@@ -23,18 +23,19 @@ type target struct {
 }
 
 var targets = []target{
-	{what: "terminal payload rate vs raw PTY", bench: "BenchmarkPortholeWS", unit: "MB/s", op: ">=", limit: 0.9, base: "BenchmarkRawPTY", bunit: "MB/s"},
-	{what: "terminal CPU per MB vs gotty-style", bench: "BenchmarkPortholeWS", unit: "cpu-s/MB", op: "<=", limit: 0.5, base: "BenchmarkGottyBaseline", bunit: "cpu-s/MB"},
-	{what: "keystroke echo p50", bench: "BenchmarkEchoLatency", unit: "ms-p50", op: "<=", limit: 5},
-	{what: "keystroke echo p99", bench: "BenchmarkEchoLatency", unit: "ms-p99", op: "<=", limit: 50},
-	{what: "Ctrl-C under a yes flood", bench: "BenchmarkCtrlCFlood", unit: "ms", op: "<=", limit: 250},
-	{what: "helper cold start, bwrap", bench: "BenchmarkHelperColdStart/bwrap", unit: "ms", op: "<=", limit: 150},
-	{what: "helper cold start, container exec", bench: "BenchmarkHelperColdStart/container", unit: "ms", op: "<=", limit: 500},
-	{what: "exec round trip p50, bwrap", bench: "BenchmarkExecRoundTrip/bwrap", unit: "ms-p50", op: "<=", limit: 5},
+	{what: "terminal payload rate vs raw PTY (jail)", bench: "BenchmarkPortholeWS/jail", unit: "MB/s", op: ">=", limit: 0.9, base: "BenchmarkPortholeWS/jail", bunit: "raw-MB/s"},
+	{what: "terminal CPU per MB vs gotty-style (jail)", bench: "BenchmarkPortholeWS/jail", unit: "CPU-s/MB", op: "<=", limit: 0.5, base: "BenchmarkPortholeWS/jail", bunit: "gotty-CPU-s/MB"},
+	{what: "keystroke echo p50 (jail)", bench: "BenchmarkEchoLatency/jail", unit: "ms-p50", op: "<=", limit: 5},
+	{what: "Ctrl-C under a yes flood, max (jail)", bench: "BenchmarkCtrlCFlood/jail", unit: "ms-max", op: "<=", limit: 250},
+	{what: "helper cold start, bwrap p50", bench: "BenchmarkHelperColdStart/bwrap", unit: "start-ms-p50", op: "<=", limit: 150},
+	{what: "helper cold start, container exec p50", bench: "BenchmarkHelperColdStart/container_exec", unit: "start-ms-p50", op: "<=", limit: 500},
+	{what: "exec round trip p50, bwrap", bench: "BenchmarkExecRoundTrip/bwrap", unit: "exec-ms-p50", op: "<=", limit: 5},
 	{what: "app.wasm transferred (brotli)", bench: "BenchmarkAppWasmSize", unit: "MB-br", op: "<=", limit: 2},
 	{what: "app.wasm transferred (gzip)", bench: "BenchmarkAppWasmSize", unit: "MB-gz", op: "<=", limit: 2},
-	{what: "app cold first render", bench: "BenchmarkAppRender", unit: "ms-cold", op: "<=", limit: 400},
-	{what: "app warm render", bench: "BenchmarkAppRender", unit: "ms-warm", op: "<=", limit: 150},
+	{what: "app cold first paint (pre-rendered)", bench: "BenchmarkAppRender", unit: "ms-cold", op: "<=", limit: 400},
+	{what: "app warm first paint (pre-rendered)", bench: "BenchmarkAppRender", unit: "ms-warm", op: "<=", limit: 150},
+	{what: "app cold, WASM interactive", bench: "BenchmarkAppRender", unit: "ms-cold-interactive", op: "<=", limit: 400},
+	{what: "app warm, WASM interactive", bench: "BenchmarkAppRender", unit: "ms-warm-interactive", op: "<=", limit: 150},
 }
 
 var lineRE = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
@@ -67,13 +68,13 @@ func parse(r io.Reader) (map[string]map[string]float64, []string) {
 func main() {
 	figs, order := parse(os.Stdin)
 	fmt.Println()
-	fmt.Printf("%-38s %14s %-10s %-26s %s\n", "target", "measured", "unit", "against", "verdict")
-	fmt.Println(strings.Repeat("-", 100))
+	fmt.Printf("%-42s %14s %-20s %-26s %s\n", "target", "measured", "unit", "against", "verdict")
+	fmt.Println(strings.Repeat("-", 112))
 	failed := 0
 	for _, t := range targets {
 		v, ok := figs[t.bench][t.unit]
 		if !ok {
-			fmt.Printf("%-38s %14s %-10s %-26s %s\n", t.what, "-", t.unit, "", "NOT MEASURED ("+t.bench+")")
+			fmt.Printf("%-42s %14s %-20s %-26s %s\n", t.what, "-", t.unit, "", "NOT MEASURED ("+t.bench+")")
 			failed++
 			continue
 		}
@@ -81,7 +82,7 @@ func main() {
 		if t.base != "" {
 			b, ok := figs[t.base][t.bunit]
 			if !ok {
-				fmt.Printf("%-38s %14.3f %-10s %-26s %s\n", t.what, v, t.unit, "", "NO BASELINE ("+t.base+")")
+				fmt.Printf("%-42s %14.3f %-20s %-26s %s\n", t.what, v, t.unit, "", "NO BASELINE ("+t.base+")")
 				failed++
 				continue
 			}
@@ -94,7 +95,7 @@ func main() {
 			verdict = "MISSED"
 			failed++
 		}
-		fmt.Printf("%-38s %14.3f %-10s %-26s %s\n", t.what, v, t.unit, against, verdict)
+		fmt.Printf("%-42s %14.3f %-20s %-26s %s\n", t.what, v, t.unit, against, verdict)
 	}
 	fmt.Println()
 	fmt.Println("all figures of this run:")
