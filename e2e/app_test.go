@@ -30,7 +30,6 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/porthole/porthole/api"
-	"github.com/porthole/porthole/internal/testenv"
 	"github.com/porthole/porthole/server"
 )
 
@@ -83,25 +82,7 @@ type chromium struct {
 // startChromium launches headless Chromium with a fresh profile; it ends at cleanup.
 func startChromium(t testing.TB) *chromium {
 	t.Helper()
-	path := testenv.LookPath(t, "chromium")
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true), // root on CI machines
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.WindowSize(1280, 800),
-	)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	ctx := launchChromium(t)
 	c := &chromium{ctx: ctx}
 	msgs := chromedp.Console(ctx)
 	// Owner: this test; it ends when the tab's context ends at cleanup.
@@ -220,7 +201,7 @@ func TestAppShell(t *testing.T) {
 
 	// Anonymous: the app sends us to the login page.
 	c.steps(t, "open the app", chromedp.Navigate(s.URL+"/"))
-	c.until(t, "redirect to the login form", `location.pathname === "/login" && !!document.getElementById("login-form")`)
+	c.until(t, "redirect to the login form", `location.pathname === "/login" && `+appLoginFormJS)
 
 	// A wrong password is shown as an error, and we stay on the login page.
 	c.steps(t, "log in with a wrong password",
@@ -539,7 +520,7 @@ func TestAppLoginBeforeWasm(t *testing.T) {
 func loginUI(t *testing.T, c *chromium, base, user, password string) {
 	t.Helper()
 	c.steps(t, "open the login page", chromedp.Navigate(base+"/login"))
-	c.until(t, "the login form", `!!document.getElementById("login-form")`)
+	c.until(t, "the app's login form", appLoginFormJS)
 	c.steps(t, "log in as "+user,
 		chromedp.SendKeys(chromedp.ID("username"), user),
 		chromedp.SendKeys(chromedp.ID("password"), password),
@@ -608,7 +589,7 @@ func TestAppAdminPages(t *testing.T) {
 	// after, and it refuses him; he has no Users link.
 	d := startChromium(t)
 	d.steps(t, "open the users page logged out", chromedp.Navigate(s.URL+"/admin/users"))
-	d.until(t, "the login form, asked to come back", `location.pathname === "/login" && new URLSearchParams(location.search).get("next") === "/admin/users" && !!document.getElementById("login-form")`)
+	d.until(t, "the login form, asked to come back", `location.pathname === "/login" && new URLSearchParams(location.search).get("next") === "/admin/users" && `+appLoginFormJS)
 	d.steps(t, "log in as dave",
 		chromedp.SendKeys(chromedp.ID("username"), "dave"),
 		chromedp.SendKeys(chromedp.ID("password"), "dave-password-42"),

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/porthole/porthole/internal/testenv"
 	"github.com/porthole/porthole/server"
 )
@@ -105,3 +106,33 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// launchChromium starts a headless Chromium with a fresh profile and returns its first tab's
+// context; the browser ends at cleanup.
+func launchChromium(t testing.TB) context.Context {
+	t.Helper()
+	path := testenv.LookPath(t, "chromium")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true), // root on CI machines
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.WindowSize(1280, 800),
+	)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); acancel() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// appLoginFormJS holds once the WASM app's own login form has replaced the pre-rendered one:
+// typing into the pre-rendered form races with that swap (its own test: TestAppLoginBeforeWasm).
+const appLoginFormJS = `(() => { const f = document.getElementById("login-form"); return !!f && !f.closest("[data-prerendered]") })()`

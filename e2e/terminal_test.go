@@ -98,25 +98,7 @@ type browser struct {
 // startBrowser launches headless Chromium; it ends at cleanup.
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
-	chromium := testenv.LookPath(t, "chromium")
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true), // root on CI machines
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.WindowSize(1280, 800),
-	)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	ctx := launchChromium(t)
 	b := &browser{ctx: ctx}
 	b.watchConsole(t, ctx, "desktop")
 	return b
@@ -199,7 +181,9 @@ func login(t *testing.T, ctx context.Context, baseURL, user, password string) {
 	t.Helper()
 	do(t, ctx, "log in as "+user, 60*time.Second,
 		chromedp.Navigate(baseURL+"/login"),
-		chromedp.WaitVisible(chromedp.ID("username")),
+	)
+	waitJS(t, ctx, "the app's login form", appLoginFormJS, 60*time.Second)
+	do(t, ctx, "log in as "+user, 60*time.Second,
 		chromedp.SendKeys(chromedp.ID("username"), user),
 		chromedp.SendKeys(chromedp.ID("password"), password),
 		chromedp.Click(chromedp.ID("login-submit")),
