@@ -27,7 +27,7 @@ su postgres -c "psql -qtAc \"SELECT 1 FROM pg_database WHERE datname='porthole_t
 sock="$run/podman.sock"
 if ! curl -fsS --max-time 2 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
 	rm -f "$sock"
-	nohup podman --runtime /usr/sbin/runc system service --time=0 "unix://$sock" >"$run/podman.log" 2>&1 &
+	(cd "$run" && exec nohup podman --runtime /usr/sbin/runc system service --time=0 "unix://$sock" >"$run/podman.log" 2>&1) &
 	for _ in $(seq 100); do
 		curl -fsS --max-time 1 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && break
 		sleep 0.1
