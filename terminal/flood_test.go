@@ -74,8 +74,8 @@ func TestFloodWithStalledClientStaysBounded(t *testing.T) {
 	driver.run(flood, "PS1='PROMPT''> '")
 	driver.send(Detach{ID: flood})
 
-	// A client attaches to the flooding terminal and then never reads again.
-	stalled := dialNoRead(t, srv, "a1", "bob", "watch")
+	// A driver attaches to the flooding terminal and then never reads again.
+	stalled := dialNoRead(t, srv, "a1", "bob", "drive")
 	stalled.send(Attach{ID: flood, Since: listSeq(driver, flood)})
 
 	heap0, rss0 := heapInUse(), rss()
@@ -133,4 +133,35 @@ func TestFloodWithStalledClientStaysBounded(t *testing.T) {
 	if s5 := listSeq(driver, flood); s5 != s4 {
 		t.Errorf("output continued after Ctrl-C: seq %d → %d", s4, s5)
 	}
+}
+
+// TestStalledWatcherDoesNotHoldTheAgentBack: a watcher (anyone the agent is shared with)
+// that stops reading must not pause the agent's program: with no driver attached the flood
+// runs on into the ring, and the watcher falls behind instead.
+func TestStalledWatcherDoesNotHoldTheAgentBack(t *testing.T) {
+	srv := newEnv(t, Config{})
+	driver := dialNoRead(t, srv, "a1", "alice", "drive")
+	driver.keepTail = 64 << 10
+	driver.start()
+	flood := driver.open(80, 24)
+	driver.run(flood, "PS1='PROMPT''> '")
+	driver.send(Detach{ID: flood})
+
+	stalled := dialNoRead(t, srv, "a1", "bob", "watch")
+	stalled.send(Attach{ID: flood, Since: listSeq(driver, flood)})
+	heap0 := heapInUse()
+	s1 := listSeq(driver, flood)
+	driver.send(Input{ID: flood, Data: []byte("yes\r")})
+	time.Sleep(2 * time.Second)
+	s2 := listSeq(driver, flood)
+	if s2 < s1+4<<20 {
+		t.Fatalf("flood with only a stalled watcher moved %d bytes in 2s, want > 4 MiB (the watcher must not pause the agent)", s2-s1)
+	}
+	if h := heapInUse(); h > heap0+floodHeapBound {
+		t.Errorf("heap grew from %d to %d bytes, bound +%d", heap0, h, floodHeapBound)
+	}
+	driver.attachFrom(flood, listSeq(driver, flood), 80, 24)
+	from := driver.outLen(flood)
+	driver.send(Input{ID: flood, Data: []byte{0x03}})
+	driver.waitOutput(flood, from, "PROMPT> ", 10*time.Second)
 }

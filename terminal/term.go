@@ -94,18 +94,28 @@ func (t *term) run() {
 	}
 }
 
+// pausedLocked reports whether reading from the helper waits: while the fastest attached
+// driver is more than HighWater behind. Only drivers hold the agent back: a watcher (who
+// may be anyone the agent is shared with) that stops acknowledging falls behind and gets a
+// gap marker instead; with no driver attached the terminal keeps reading into the ring.
 func (t *term) pausedLocked() bool {
-	if len(t.viewers) == 0 {
-		return false // nobody attached: keep reading into the ring
-	}
-	var fastest uint64
-	for _, a := range t.viewers {
-		fastest = max(fastest, a.acked)
-	}
-	return t.ring.end-fastest > uint64(t.svc.cfg.HighWater)
+	fastest, ok := t.fastestDriverLocked(func(a *attachment) uint64 { return a.acked })
+	return ok && t.ring.end-fastest > uint64(t.svc.cfg.HighWater)
 }
 
-// output appends p to the ring. It never overwrites bytes the fastest attached client
+// fastestDriverLocked returns the highest pos over the attached drivers, and whether there is one.
+func (t *term) fastestDriverLocked(pos func(*attachment) uint64) (uint64, bool) {
+	var fastest uint64
+	found := false
+	for _, a := range t.viewers {
+		if a.mode == ModeDrive {
+			fastest, found = max(fastest, pos(a)), true
+		}
+	}
+	return fastest, found
+}
+
+// output appends p to the ring. It never overwrites bytes the fastest attached driver
 // has not been sent yet: it waits for room instead (backpressure towards the helper).
 func (t *term) output(p []byte) {
 	var title string
@@ -117,10 +127,10 @@ func (t *term) output(p []byte) {
 	}
 	for len(p) > 0 {
 		room := len(p)
-		for !t.ended && len(t.viewers) > 0 {
-			var fastest uint64
-			for _, a := range t.viewers {
-				fastest = max(fastest, a.cursor)
+		for !t.ended {
+			fastest, ok := t.fastestDriverLocked(func(a *attachment) uint64 { return a.cursor })
+			if !ok {
+				break
 			}
 			if room = t.ring.size - int(t.ring.end-fastest); room > 0 {
 				break
