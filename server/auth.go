@@ -130,12 +130,15 @@ func (s *Server) sessionCookie(c echo.Context, value string, maxAge int) *http.C
 func (s *Server) login(c echo.Context) error {
 	ip := c.RealIP()
 	key := limiterKey(ip)
-	if wait := s.limiter.blocked(key, s.now()); wait > 0 {
+	wait, done := s.limiter.begin(key, s.now())
+	if wait > 0 {
 		s.metrics.logins.WithLabelValues("limited").Inc()
 		secs := int((wait + time.Second - 1) / time.Second)
 		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 		return errorf(http.StatusTooManyRequests, nil, "too many failed logins from your address; retry in %d s", secs)
 	}
+	failed := true // until the password checks out; a malformed request counts too
+	defer func() { done(failed, s.now()) }()
 	var req api.LoginRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -150,11 +153,11 @@ func (s *Server) login(c echo.Context) error {
 	}
 	ok, verr := verifyPassword(hash, req.Password)
 	if err != nil || !ok {
-		s.limiter.fail(key, s.now())
 		s.metrics.logins.WithLabelValues("fail").Inc()
 		s.appendAudit(ctx, api.AuditEvent{Actor: "", Action: "login.fail", Detail: "username " + strconv.Quote(truncate(req.Username, 64)), Remote: ip})
 		return errorf(http.StatusUnauthorized, verr, "wrong username or password")
 	}
+	failed = false
 	value := newSecret()
 	if err := s.st.CreateSession(ctx, u.ID, sha(value), s.now().Add(sessionTTL)); err != nil {
 		return internalError("creating the session", err)
@@ -198,32 +201,54 @@ func limiterKey(ip string) string {
 	return a.Unmap().String()
 }
 
-// loginLimiter counts failed logins per client address in a sliding window.
+// loginLimiter counts failed logins per client address in a sliding window. Attempts still
+// being checked count against the limit too, so a burst of parallel guesses cannot all pass
+// the check before the first failure is recorded.
 type loginLimiter struct {
-	max    int
-	window time.Duration
-	mu     sync.Mutex
-	fails  map[string][]time.Time // at most max entries each, oldest first
+	max      int
+	window   time.Duration
+	mu       sync.Mutex
+	fails    map[string][]time.Time // at most max entries each, oldest first
+	inflight map[string]int         // attempts begun and not yet done
 }
 
 func newLoginLimiter(max int, window time.Duration) *loginLimiter {
-	return &loginLimiter{max: max, window: window, fails: map[string][]time.Time{}}
+	return &loginLimiter{max: max, window: window, fails: map[string][]time.Time{}, inflight: map[string]int{}}
 }
 
-// blocked returns how long key must wait, or 0 when it may try.
-func (l *loginLimiter) blocked(key string, now time.Time) time.Duration {
+// inflightRetry is what a client is told to wait when only attempts in progress fill its quota.
+const inflightRetry = time.Second
+
+// begin reserves one attempt for key: it returns how long key must wait (and no reservation),
+// or 0 and done, which the caller must call once with whether the attempt failed.
+func (l *loginLimiter) begin(key string, now time.Time) (wait time.Duration, done func(failed bool, now time.Time)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	f := l.prune(key, now)
-	if len(f) < l.max {
-		return 0
+	if len(f) >= l.max {
+		return f[0].Add(l.window).Sub(now), nil
 	}
-	return f[0].Add(l.window).Sub(now)
+	if len(f)+l.inflight[key] >= l.max {
+		return inflightRetry, nil
+	}
+	l.inflight[key]++
+	var once sync.Once
+	return 0, func(failed bool, now time.Time) {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.inflight[key]--; l.inflight[key] <= 0 {
+				delete(l.inflight, key)
+			}
+			if failed {
+				l.failLocked(key, now)
+			}
+		})
+	}
 }
 
-func (l *loginLimiter) fail(key string, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// failLocked records a failure; callers hold mu.
+func (l *loginLimiter) failLocked(key string, now time.Time) {
 	if len(l.fails) > 10000 { // bound memory under an address-spraying attack
 		for k := range l.fails {
 			l.prune(k, now)

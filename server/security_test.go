@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,6 +181,33 @@ func metricLine(body, name string) string {
 
 // TestLoginRateLimitTrustedProxy: behind a trusted proxy the forwarded client address is
 // what is limited (and audited); another client behind the same proxy is not blocked.
+// TestLoginRateLimitParallelBurst: 40 wrong passwords sent at once from one address get at
+// most 5 password checks; the rest are refused with 429 before any check runs.
+func TestLoginRateLimitParallelBurst(t *testing.T) {
+	e := newEnv(t)
+	bad := api.LoginRequest{Username: "owner", Password: "wrong-password"}
+	const burst = 40
+	codes := make(chan int, burst)
+	var wg sync.WaitGroup
+	for i := 0; i < burst; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, _ := e.do("POST", "/api/session", bad, auth{})
+			codes <- resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	if count[401] > 5 || count[401]+count[429] != burst {
+		t.Errorf("parallel burst of %d wrong passwords = %v, want at most 5 × 401 and the rest 429", burst, count)
+	}
+}
+
 func TestLoginRateLimitTrustedProxy(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
 	bad := api.LoginRequest{Username: "owner", Password: "wrong-password"}
