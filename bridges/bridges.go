@@ -429,15 +429,23 @@ func (m *Manager) Stop(ctx context.Context, agentID string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.conn; c != nil {
-		c.stop(errors.New("stopped"))
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-		s.conn = nil
+	return s.stopLocked(ctx, errors.New("stopped"))
+}
+
+// stopLocked stops the slot's helper, if any, and waits for it to exit or ctx to end;
+// callers hold s.mu.
+func (s *slot) stopLocked(ctx context.Context, cause error) error {
+	c := s.conn
+	if c == nil {
+		return nil
 	}
+	c.stop(cause)
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	s.conn = nil
 	return nil
 }
 
@@ -452,10 +460,8 @@ func (m *Manager) Forget(ctx context.Context, agentID string, purge bool) error 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.conn; c != nil {
-		c.stop(errors.New("agent forgotten"))
-		<-c.done
-		s.conn = nil
+	if err := s.stopLocked(ctx, errors.New("agent forgotten")); err != nil {
+		return fmt.Errorf("agent %s: stop helper: %w", agentID, err)
 	}
 	var errs []error
 	for _, l := range m.launchers {
