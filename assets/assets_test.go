@@ -240,20 +240,3 @@ func TestEmbeddedWasmBudget(t *testing.T) {
 		}
 	}
 }
-
-// BenchmarkWasmTransfer reports app.wasm's transferred size per encoding (make bench prints it).
-func BenchmarkWasmTransfer(b *testing.B) {
-	tree := builtTree(b)
-	raw, _ := fs.ReadFile(tree, "web/app.wasm")
-	sizes := map[string]int{}
-	for i := 0; i < b.N; i++ {
-		for _, enc := range []string{"br", "gzip"} {
-			resp := get(b, Handler(), "/web/app.wasm", "Accept-Encoding", enc)
-			n, _ := io.Copy(io.Discard, resp.Body)
-			sizes[enc] = int(n)
-		}
-	}
-	b.ReportMetric(float64(len(raw))/(1<<20), "MB-raw")
-	b.ReportMetric(float64(sizes["gzip"])/(1<<20), "MB-gzip")
-	b.ReportMetric(float64(sizes["br"])/(1<<20), "MB-brotli")
-}
