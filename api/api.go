@@ -112,7 +112,8 @@ const (
 type Limits struct {
 	Pids      int   `json:"pids,omitempty"`
 	MemoryMiB int64 `json:"memory_mib,omitempty"`
-	CPUPct    int   `json:"cpu_pct,omitempty"` // 100 = one core
+	CPUPct    int   `json:"cpu_pct,omitempty"`  // 100 = one core
+	DiskMiB   int64 `json:"disk_mib,omitempty"` // size limit of the agent's home
 }
 
 // Backend is an agent's isolation backend.
