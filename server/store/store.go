@@ -32,6 +32,8 @@ var (
 	ErrConflict = errors.New("already exists")
 	// ErrSchemaTooNew means the database was migrated by a newer Porthole.
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+	// ErrQuota means the owner already has as many agents as CreateAgentWithin allows.
+	ErrQuota = errors.New("quota reached")
 )
 
 // Kinds of database, as returned by Kind.
@@ -410,7 +412,7 @@ func (s *Store) CountUsers(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// CreateUser returns ErrConflict when the username is taken. It fills in the
+// CreateUser returns ErrConflict when the username is taken, in any letter case. It fills in the
 // ID (when empty) and CreatedAt (when zero).
 func (s *Store) CreateUser(ctx context.Context, u User) (api.User, error) {
 	if u.ID == "" {
@@ -437,8 +439,10 @@ func (s *Store) GetUser(ctx context.Context, id string) (User, error) {
 	return s.getUser(ctx, s.r, `id`, id)
 }
 
+// GetUserByName finds a user by name, ignoring ASCII case: usernames are unique
+// case-insensitively (migration 0002), so "Alice" finds "alice".
 func (s *Store) GetUserByName(ctx context.Context, username string) (User, error) {
-	return s.getUser(ctx, s.r, `username`, username)
+	return s.getUser(ctx, s.r, `lower(username)`, strings.ToLower(username))
 }
 
 func (s *Store) getUser(ctx context.Context, q queryer, col, val string) (User, error) {
@@ -621,6 +625,14 @@ func scanAgent(r rowScanner) (api.Agent, error) {
 // CreateAgent fills ID, CreatedAt and Owner (username) from a.OwnerID.
 // An unknown owner is ErrNotFound.
 func (s *Store) CreateAgent(ctx context.Context, a api.Agent) (api.Agent, error) {
+	return s.CreateAgentWithin(ctx, a, 0)
+}
+
+// CreateAgentWithin is CreateAgent that refuses with ErrQuota when the owner already has
+// maxPerOwner agents (0 = no limit). The count and the insert are one transaction, serialized
+// per owner (BEGIN IMMEDIATE on SQLite, a row lock on the owner on PostgreSQL), so parallel
+// creates — from several gateways too — cannot overshoot.
+func (s *Store) CreateAgentWithin(ctx context.Context, a api.Agent, maxPerOwner int) (api.Agent, error) {
 	a.ID = newID()
 	created := s.nowMicro()
 	backend, err := json.Marshal(a.Backend)
@@ -629,6 +641,24 @@ func (s *Store) CreateAgent(ctx context.Context, a api.Agent) (api.Agent, error)
 	}
 	var out api.Agent
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if maxPerOwner > 0 {
+			if s.kind == KindPostgres {
+				var id string
+				err := tx.QueryRowContext(ctx, `SELECT id FROM users WHERE id = $1 FOR UPDATE`, a.OwnerID).Scan(&id)
+				if errors.Is(err, sql.ErrNoRows) {
+					return fmt.Errorf("create agent %q: owner %q: %w", a.Name, a.OwnerID, ErrNotFound)
+				} else if err != nil {
+					return fmt.Errorf("create agent %q: lock owner: %w", a.Name, err)
+				}
+			}
+			var n int
+			if err := tx.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM agents WHERE owner_id = ?`), a.OwnerID).Scan(&n); err != nil {
+				return fmt.Errorf("create agent %q: count the owner's agents: %w", a.Name, err)
+			}
+			if n >= maxPerOwner {
+				return fmt.Errorf("create agent %q: the owner has %d agents (max %d): %w", a.Name, n, maxPerOwner, ErrQuota)
+			}
+		}
 		_, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO agents (id, owner_id, name, backend, share, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
 			a.ID, a.OwnerID, a.Name, string(backend), string(a.Share), created)
 		if err != nil {
