@@ -8,10 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/internal/sandboxproc"
 )
 
 // Exec limits.
@@ -117,25 +117,22 @@ func runExec(ctx context.Context, st net.Conn, req api.ExecRequest) api.ExecResu
 		outW.Close()
 		return api.ExecResult{ExitCode: 126, Stderr: "porthole: pipe: " + err.Error() + "\n"}
 	}
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        req.Command,
-		Stdin:       strings.NewReader(req.Stdin),
-		Stdout:      outW,
-		Stderr:      errW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-		WaitDelay:   time.Second, // a stdin nobody reads must not hold Wait
-	}
-	if err := cmd.Start(); err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		return api.ExecResult{ExitCode: 126, Stderr: fmt.Sprintf("porthole: %s: %v\n", req.Command[0], err)}
-	}
+	proc, err := sandboxproc.Start(sandboxproc.Spec{
+		Path:      path,
+		Args:      req.Command,
+		Env:       sandboxproc.Env(),
+		Stdin:     strings.NewReader(req.Stdin),
+		Stdout:    outW,
+		Stderr:    errW,
+		WaitDelay: time.Second, // a stdin nobody reads must not hold Wait
+	})
 	outW.Close()
 	errW.Close()
-	pgid := cmd.Process.Pid
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return api.ExecResult{ExitCode: 126, Stderr: "porthole: " + err.Error() + "\n"}
+	}
 	type capture struct {
 		data      []byte
 		truncated bool
@@ -164,24 +161,20 @@ func runExec(ctx context.Context, st net.Conn, req api.ExecRequest) api.ExecResu
 	go readCapped(outR, outCh)
 	go readCapped(errR, errCh)
 
-	waitCh := make(chan error, 1)
-	go func() { waitCh <- cmd.Wait() }() // owner: runExec; exits when the command exits (it is killed below otherwise)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	timedOut := false
-	var werr error
 	select {
-	case werr = <-waitCh:
+	case <-proc.Done():
 	case <-timer.C:
 		timedOut = true
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		werr = <-waitCh
+		proc.Kill()
 	case <-ctx.Done():
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		werr = <-waitCh
+		proc.Kill()
 	}
-	// Whatever the command left running in its group goes too; then the pipes drain.
-	syscall.Kill(-pgid, syscall.SIGKILL)
+	// The reaper kills whatever the command left running (setsid escapes included) before it
+	// exits; then the pipes drain.
+	code, _ := proc.Wait()
 	outR.SetReadDeadline(time.Now().Add(2 * time.Second))
 	errR.SetReadDeadline(time.Now().Add(2 * time.Second))
 	out, errOut := <-outCh, <-errCh
@@ -193,20 +186,6 @@ func runExec(ctx context.Context, st net.Conn, req api.ExecRequest) api.ExecResu
 		StderrTruncated: errOut.truncated,
 		TimedOut:        timedOut,
 	}
-	res.ExitCode = exitCode(cmd.ProcessState, werr)
+	res.ExitCode = code
 	return res
-}
-
-// exitCode follows the shell's convention: the exit status, or 128+signal.
-func exitCode(ps *os.ProcessState, err error) int {
-	if ps == nil {
-		if err != nil {
-			return 126
-		}
-		return 0
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
 }

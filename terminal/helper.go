@@ -13,13 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
 	"github.com/creack/pty"
+	"github.com/porthole/porthole/internal/sandboxproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,8 +62,8 @@ func ServeHelperStream(ctx context.Context, stream net.Conn) {
 		fw.errorf("%v", err)
 		return
 	}
-	log = log.With("pid", sh.cmd.Process.Pid)
-	fw.write(appendHFrame(nil, hStarted, binary.BigEndian.AppendUint32(nil, uint32(sh.cmd.Process.Pid))))
+	log = log.With("pid", sh.proc.Pid)
+	fw.write(appendHFrame(nil, hStarted, binary.BigEndian.AppendUint32(nil, uint32(sh.proc.Pid))))
 
 	out := newOutBuf(hOutputChunk)
 	var wg sync.WaitGroup
@@ -257,7 +257,7 @@ func (o *outBuf) fail() {
 
 // shell is a login shell on a PTY.
 type shell struct {
-	cmd    *exec.Cmd
+	proc   *sandboxproc.Process
 	ptmx   *os.File // non-blocking, in Go's poller: Close unblocks Read
 	once   sync.Once
 	exited chan struct{}
@@ -333,31 +333,27 @@ func startShell(cols, rows uint16) (*shell, error) {
 	}
 
 	dir := shellDir()
-	env := make([]string, 0, len(os.Environ())+2)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TERM=") && !strings.HasPrefix(kv, "COLUMNS=") && !strings.HasPrefix(kv, "LINES=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "TERM=xterm-256color")
+	set := []string{"TERM=xterm-256color"}
 	if os.Getenv("HOME") == "" {
-		env = append(env, "HOME="+dir)
+		set = append(set, "HOME="+dir)
 	}
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        []string{"-" + filepath.Base(path)}, // login shell
-		Dir:         dir,
-		Env:         env,
-		Stdin:       tty,
-		Stdout:      tty,
-		Stderr:      tty,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
-	}
-	if err := cmd.Start(); err != nil {
+	// The reaper leads a new session with the PTY as its controlling terminal; the shell is
+	// its foreground process group (job control works), and the whole tree goes at the end.
+	proc, err := sandboxproc.Start(sandboxproc.Spec{
+		Path:   path,
+		Args:   []string{"-" + filepath.Base(path)}, // login shell
+		Dir:    dir,
+		Env:    sandboxproc.Env(set...),
+		Stdin:  tty,
+		Stdout: tty,
+		Stderr: tty,
+		Ctty:   true,
+	})
+	if err != nil {
 		ptmx.Close()
 		return nil, fmt.Errorf("start shell %s: %w", path, err)
 	}
-	sh.cmd = cmd
+	sh.proc = proc
 	return sh, nil
 }
 
@@ -427,40 +423,31 @@ func (s *shell) resize(cols, rows uint16) error {
 	return ierr
 }
 
-// wait waits for the shell and returns its exit status (128+signal when killed).
+// wait waits for the shell (and everything it left running) and returns its exit status
+// (128+signal when killed).
 func (s *shell) wait() int {
-	err := s.cmd.Wait()
+	code, _ := s.proc.Wait()
 	close(s.exited)
-	if err == nil {
-		return 0
-	}
-	if st, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-		return 128 + int(st.Signal())
-	}
-	if s.cmd.ProcessState != nil {
-		return s.cmd.ProcessState.ExitCode()
-	}
-	return -1
+	return code
 }
 
-// hangup sends SIGHUP to the shell's process group, and SIGKILL after hangupGrace
+// hangup sends SIGHUP to the shell's process group, and kills its whole tree after hangupGrace
 // if the shell has not exited. Safe to call more than once and after exit.
 func (s *shell) hangup() {
 	s.once.Do(func() {
-		pgid := s.cmd.Process.Pid // Setsid: the shell leads its own process group
 		select {
 		case <-s.exited:
 			return
 		default:
 		}
-		syscall.Kill(-pgid, syscall.SIGHUP)
-		syscall.Kill(-pgid, syscall.SIGCONT)
+		s.proc.Signal(syscall.SIGHUP)
+		s.proc.Signal(syscall.SIGCONT)
 		// Owner: this timer; ends at the shell's exit or after the grace.
 		go func() {
 			select {
 			case <-s.exited:
 			case <-time.After(hangupGrace):
-				syscall.Kill(-pgid, syscall.SIGKILL)
+				s.proc.Kill() // the shell's whole tree
 			}
 		}()
 	})

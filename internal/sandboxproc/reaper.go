@@ -1,0 +1,166 @@
+//go:build linux
+
+package sandboxproc
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A binary that imports this package becomes the reaper when run with ReapArg as argv[1]
+// (Start runs /proc/self/exe so): this runs before main and before any TestMain.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == ReapArg {
+		os.Exit(reapMain(os.Args[2:]))
+	}
+}
+
+// reapMain is the reaper: argv is "ctty"|"-", the program's path, then its argv.
+// fd 3 is the status pipe to the helper.
+func reapMain(argv []string) int {
+	runtime.GOMAXPROCS(1)
+	status := os.NewFile(3, "status")
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(status, "err %d %s\n", code, fmt.Sprintf(format, args...))
+		return code
+	}
+	if len(argv) < 3 {
+		return fail(126, "reaper: bad arguments")
+	}
+	ctty, path, args := argv[0] == "ctty", argv[1], argv[2:]
+	// Nothing inherited: only 0, 1, 2 reach the command (the status pipe is close-on-exec too).
+	unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fail(126, "reaper: PR_SET_CHILD_SUBREAPER: %v", err)
+	}
+	// The command inherits the raised score; the reaper then goes back to the lowest score it
+	// may set unprivileged (0), so that memory pressure picks the command, not its reaper.
+	setOOMScoreAdj(OOMScoreAdj)
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT)
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if ctty {
+		sys.Foreground, sys.Ctty = true, 0
+	}
+	proc, err := os.StartProcess(path, append([]string{}, args...), &os.ProcAttr{
+		Env:   os.Environ(),
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys:   sys,
+	})
+	if err != nil {
+		code := 126
+		if os.IsNotExist(err) {
+			code = 127
+		}
+		return fail(code, "%v", err)
+	}
+	setOOMScoreAdj(0)
+	cmdPid := proc.Pid
+	fmt.Fprintf(status, "pid %d\n", cmdPid)
+	status.Close()
+
+	var killing atomic.Bool
+	go func() { // owner: the reaper; lives until it exits
+		for s := range sigs {
+			if s == syscall.SIGTERM {
+				killing.Store(true)
+				syscall.Kill(-cmdPid, syscall.SIGKILL)
+				killChildren()
+				continue
+			}
+			sig := s.(syscall.Signal)
+			syscall.Kill(-cmdPid, sig)
+			if sig == syscall.SIGHUP {
+				syscall.Kill(-cmdPid, syscall.SIGCONT)
+			}
+		}
+	}()
+	code := -1
+	for {
+		if killing.Load() {
+			killChildren()
+		}
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil { // ECHILD: nothing left
+			break
+		}
+		if pid == cmdPid {
+			code = waitCode(ws)
+			killing.Store(true)
+		}
+	}
+	if code < 0 {
+		return 137
+	}
+	return code
+}
+
+func waitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+func setOOMScoreAdj(v int) {
+	os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(v)), 0)
+}
+
+// killChildren SIGKILLs every child of the reaper (its descendants reparent to it as their
+// parents die, and the wait loop calls this again).
+func killChildren() {
+	for _, pid := range children() {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// children lists the reaper's children from /proc/self/task/*/children, or, where the kernel
+// lacks it, by scanning /proc for processes whose parent is the reaper.
+func children() []int {
+	var pids []int
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	if len(tasks) > 0 {
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			for _, s := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(s); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		return pids
+	}
+	self := os.Getpid()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 {
+			f := strings.Fields(s[i+1:])
+			if len(f) > 1 && f[1] == strconv.Itoa(self) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
