@@ -26,7 +26,7 @@ func TestBwrapArgsGolden(t *testing.T) {
 		mod  func(*bwrapSpec)
 	}{
 		{"network_none", func(*bwrapSpec) {}},
-		{"network_full", func(s *bwrapSpec) { s.Network = api.NetworkFull }},
+		{"network_full", func(s *bwrapSpec) { s.Network, s.ResolvFD, s.InfoFD, s.BlockFD = api.NetworkFull, 7, 8, 9 }},
 		{"rlimits", func(s *bwrapSpec) { s.HelperArgs = []string{"--rlimit-nproc", "512", "--rlimit-data", "2147483648"} }},
 		{"split_usr", func(s *bwrapSpec) { s.UsrLinks = split }},
 	}
@@ -62,8 +62,12 @@ func TestBwrapArgsInvariants(t *testing.T) {
 				t.Errorf("network %s: argv lacks %q", network, must)
 			}
 		}
-		if got, want := strings.Contains(joined, " --share-net "), network == api.NetworkFull; got != want {
-			t.Errorf("network %s: --share-net present = %v, want %v", network, got, want)
+		// Never the host's network namespace: "full" waits (--block-fd) for its own network stack.
+		if strings.Contains(joined, " --share-net ") {
+			t.Errorf("network %s: --share-net in the argv: the jail would share the host's network namespace", network)
+		}
+		if got, want := strings.Contains(joined, " --block-fd ") && strings.Contains(joined, " --info-fd "), network == api.NetworkFull; got != want {
+			t.Errorf("network %s: --info-fd and --block-fd present = %v, want %v", network, got, want)
 		}
 		if got, want := strings.Contains(joined, "/etc/resolv.conf"), network == api.NetworkFull; got != want {
 			t.Errorf("network %s: /etc/resolv.conf bound = %v, want %v", network, got, want)

@@ -225,8 +225,9 @@ done; true`, f.dataDir, f.store)
 			}()
 		}
 	}()
-	// The address of the gateway's host as a sandbox with network "full" reaches it.
-	hostAddr := "127.0.0.1"
+	// The address of the gateway's host as a sandbox with network "full" reaches it: a
+	// non-loopback one (a full jail has its own network stack, without the host's 127.0.0.1).
+	hostAddr := outsideIP(t)
 	if typ == api.BackendContainer {
 		hostAddr = "host.containers.internal"
 	}

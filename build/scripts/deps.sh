@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 # Runtime: what the gateway and the agents' sandboxes use.
-runtime_pkgs=(bubblewrap xvfb chromium fonts-dejavu-core procps bash coreutils ca-certificates nodejs npm)
+runtime_pkgs=(bubblewrap slirp4netns xvfb chromium fonts-dejavu-core procps bash coreutils ca-certificates nodejs npm)
 # Development and tests: container engine, database, headers for cgo, setpriv/runuser.
 dev_pkgs=(podman runc postgresql libx11-dev libxtst-dev libpng-dev libturbojpeg0-dev util-linux iproute2 curl)
 
@@ -31,6 +31,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 else
 	echo "deps: Debian packages present"
+fi
+
+# slirp4netns (network "full" of bwrap agents) opens /dev/net/tun as the gateway's user: Debian's
+# udev makes it 0666, machines without udev (containers, CI) leave it 0600 root.
+if [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
+	echo "deps: chmod 0666 /dev/net/tun (slirp4netns run by an unprivileged gateway)"
+	sudo=""
+	[ "$(id -u)" -ne 0 ] && sudo="sudo"
+	$sudo chmod 0666 /dev/net/tun
 fi
 
 if [ ! -d node_modules/@xterm/xterm ]; then

@@ -13,6 +13,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "nettest" {
+		os.Exit(nettest(os.Args[2:]))
+	}
 	if len(os.Args) < 2 || os.Args[1] != "helper" {
 		fmt.Fprintln(os.Stderr, "usage: testhelper helper [args]")
 		os.Exit(2)

@@ -1,0 +1,465 @@
+package bridges
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/internal/testenv"
+)
+
+// The network tests try, from inside real agents, to reach what lives on the host: an X server
+// (its path and its abstract socket), an abstract and a path unix socket, a TCP port on the
+// host's 127.0.0.1 (standing for the gateway's own port) and slirp's alias of it (10.0.2.2).
+// The jail side is `porthole nettest ...` of the test helper (bridges/internal/testhelper).
+
+// tokenListener records the first line of every connection (or datagram) it receives.
+type tokenListener struct {
+	addr string
+	mu   sync.Mutex
+	got  map[string]bool
+}
+
+func (l *tokenListener) saw(tok string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.got[tok]
+}
+
+func (l *tokenListener) record(tok string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.got == nil {
+		l.got = map[string]bool{}
+	}
+	l.got[strings.TrimSpace(tok)] = true
+}
+
+// waitSaw polls for tok (a connection's line arrives a little after the connect).
+func (l *tokenListener) waitSaw(tok string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if l.saw(tok) || time.Now().After(deadline) {
+			return l.saw(tok)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// listenTokens serves network/addr until the test ends.
+func listenTokens(t testing.TB, network, addr string) *tokenListener {
+	t.Helper()
+	tl := &tokenListener{}
+	if network == "udp" {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close() })
+		tl.addr = pc.LocalAddr().String()
+		go func() { // owner: the test; ends when pc is closed at cleanup
+			buf := make([]byte, 2048)
+			for {
+				n, _, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				tl.record(string(buf[:n]))
+			}
+		}()
+		return tl
+	}
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	tl.addr = ln.Addr().String()
+	go func() { // owner: the test; ends when ln is closed at cleanup
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				tl.record(line)
+			}()
+		}
+	}()
+	return tl
+}
+
+// startXvfb starts `Xvfb :N -nolisten tcp` (path socket /tmp/.X11-unix/XN and abstract
+// @/tmp/.X11-unix/XN) and returns N once both accept connections from the host.
+func startXvfb(t testing.TB) int {
+	t.Helper()
+	xvfb := testenv.LookPath(t, "Xvfb")
+	for range 20 {
+		n := 200 + rand.IntN(700)
+		if _, err := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n)); err == nil {
+			continue
+		}
+		cmd := exec.Command(xvfb, ":"+strconv.Itoa(n), "-nolisten", "tcp", "-screen", "0", "64x64x24")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }() // owner: the test; ends with Xvfb
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			<-exited
+		})
+		path := fmt.Sprintf("/tmp/.X11-unix/X%d", n)
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			select {
+			case <-exited:
+				t.Logf("Xvfb :%d exited: %s", n, out.String())
+				deadline = time.Time{}
+				continue
+			default:
+			}
+			c1, err1 := net.Dial("unix", path)
+			c2, err2 := net.Dial("unix", "@"+path)
+			if err1 == nil && err2 == nil {
+				c1.Close()
+				c2.Close()
+				return n
+			}
+			if c1 != nil {
+				c1.Close()
+			}
+			if c2 != nil {
+				c2.Close()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if deadline.IsZero() {
+			continue // display taken meanwhile: another number
+		}
+		t.Fatalf("Xvfb :%d: sockets not reachable from the host after 15s: %s", n, out.String())
+	}
+	t.Fatal("no free X display number")
+	return 0
+}
+
+// hostTarget is one thing on the host no agent may reach.
+type hostTarget struct {
+	name, network, addr string
+	ln                  *tokenListener // nil: only the connect result tells (Xvfb)
+}
+
+// hostTargets starts the host-side listeners and returns them.
+func hostTargets(t *testing.T) []hostTarget {
+	x := startXvfb(t)
+	xpath := fmt.Sprintf("/tmp/.X11-unix/X%d", x)
+	abstract := listenTokens(t, "unix", "@porthole-nettest-"+randHex(6))
+	// A path socket outside /tmp (a jail has its own /tmp): /var/tmp, mode 0777 so that only the
+	// jail's view of the filesystem can stop the connect.
+	dir, err := os.MkdirTemp("/var/tmp", "porthole-nettest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
+	path := listenTokens(t, "unix", filepath.Join(dir, "s"))
+	os.Chmod(filepath.Join(dir, "s"), 0o777)
+	// Stands for the gateway's port on 127.0.0.1 (row 2: login attempts from a jail).
+	loop := listenTokens(t, "tcp", "127.0.0.1:0")
+	_, port, _ := net.SplitHostPort(loop.addr)
+	return []hostTarget{
+		{"x11_path_socket", "unix", xpath, nil},
+		{"x11_abstract_socket", "unix", "@" + xpath, nil},
+		{"abstract_socket", "unix", abstract.addr, abstract},
+		{"path_socket_outside_tmp", "unix", path.addr, path},
+		{"host_loopback_tcp", "tcp", loop.addr, loop},
+		{"slirp_host_loopback_alias", "tcp", "10.0.2.2:" + port, loop},
+	}
+}
+
+// tryConnect runs `nettest connect` in the agent; true if it connected.
+func tryConnect(t *testing.T, m *Manager, a api.Agent, network, addr, tok string) (bool, api.ExecResult) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := m.Exec(ctx, a, api.ExecRequest{Command: []string{HelperPathInJail, "nettest", "connect", network, addr, tok}, TimeoutS: 20})
+	if err != nil {
+		t.Fatalf("exec nettest connect in %s: %v", a.ID, err)
+	}
+	return res.ExitCode == 0 && strings.Contains(res.Stdout, "CONNECTED"), res
+}
+
+// TestNetworkHostSocketsUnreachable: issue 7 row 1 (a full agent reached the host's abstract
+// sockets, its X server and 127.0.0.1) and row 2 (the gateway's port on 127.0.0.1). For each
+// backend and network, an agent tries to connect to each host target; each try must fail and no
+// host listener may see the agent's token.
+func TestNetworkHostSocketsUnreachable(t *testing.T) {
+	targets := hostTargets(t)
+	for _, typ := range []string{api.BackendBwrap, api.BackendContainer} {
+		t.Run(typ, func(t *testing.T) {
+			requireBackend(t, typ)
+			m, _ := newTestManager(t, nil)
+			for _, network := range []string{api.NetworkNone, api.NetworkFull} {
+				t.Run(network, func(t *testing.T) {
+					a := agent("net-"+network, typ, network, api.Limits{})
+					for _, tg := range targets {
+						t.Run(tg.name, func(t *testing.T) {
+							tok := "tok-" + randHex(6)
+							ok, res := tryConnect(t, m, a, tg.network, tg.addr, tok)
+							if ok {
+								t.Errorf("%s agent with network %s connected to the host's %s %s: %+v", typ, network, tg.network, tg.addr, res)
+							}
+							if tg.ln != nil && tg.ln.waitSaw(tok, 200*time.Millisecond) {
+								t.Errorf("the host's %s %s received the token of a %s agent with network %s", tg.network, tg.addr, typ, network)
+							}
+							t.Logf("%s %s from %s/%s: %s", tg.network, tg.addr, typ, network, strings.TrimSpace(res.Stderr))
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// outsideIP is an address of this machine that is not loopback: what a "full" agent reaches as it
+// would reach any address outside.
+func outsideIP(t testing.TB) string {
+	ips := hostIPs()
+	if len(ips) == 0 {
+		testenv.Missing(t, "a non-loopback IPv4 address on this machine")
+	}
+	return ips[0]
+}
+
+// TestNetworkFullOutbound: a "full" bwrap agent has its own stack (tap0 10.0.2.100, MTU 65520,
+// slirp's DNS in a generated resolv.conf) and reaches an outside address by TCP and UDP.
+func TestNetworkFullOutbound(t *testing.T) {
+	requireBackend(t, api.BackendBwrap)
+	testenv.LookPath(t, "slirp4netns")
+	ip := outsideIP(t)
+	tcp := listenTokens(t, "tcp", net.JoinHostPort(ip, "0"))
+	udp := listenTokens(t, "udp", net.JoinHostPort(ip, "0"))
+	m, _ := newTestManager(t, nil)
+	a := agent("netfull1", api.BackendBwrap, api.NetworkFull, api.Limits{})
+
+	res := sh(t, m, a, `cat /etc/resolv.conf; ip -o -4 addr show dev tap0 | awk '{print $4}'; ip -o link show dev tap0 | grep -o 'mtu [0-9]*' | cut -d' ' -f2; ip route show default | awk '{print $3}'`)
+	want := "nameserver 10.0.2.3\n10.0.2.100/24\n65520\n10.0.2.2\n"
+	if res.Stdout != want {
+		t.Errorf("resolv.conf, tap0 address, MTU, default route in the jail = %q (stderr %q), want %q", res.Stdout, res.Stderr, want)
+	}
+	tok := "tcp-" + randHex(6)
+	if ok, res := tryConnect(t, m, a, "tcp", tcp.addr, tok); !ok || !tcp.waitSaw(tok, 5*time.Second) {
+		t.Errorf("full agent did not reach the outside TCP address %s: %+v", tcp.addr, res)
+	}
+	tok = "udp-" + randHex(6)
+	// UDP is connectionless: send a few datagrams, one must arrive.
+	for range 3 {
+		tryConnect(t, m, a, "udp", udp.addr, tok)
+		if udp.waitSaw(tok, time.Second) {
+			break
+		}
+	}
+	if !udp.saw(tok) {
+		t.Errorf("no UDP datagram of the full agent arrived at %s", udp.addr)
+	}
+	// The jail's own loopback is its own: a listener there is reachable from inside only.
+	res = sh(t, m, a, HelperPathInJail+` nettest listen tcp 127.0.0.1:7777 2 & sleep 0.5; `+HelperPathInJail+` nettest connect tcp 127.0.0.1:7777 self; wait`)
+	if !strings.Contains(res.Stdout, "GOT self") {
+		t.Errorf("the jail's own loopback does not work: %+v", res)
+	}
+}
+
+// TestNetworkAgentsIsolated: two "full" agents have the same address (10.0.2.100) each in its own
+// namespace; B cannot reach a listener of A on any address it could try.
+func TestNetworkAgentsIsolated(t *testing.T) {
+	for _, typ := range []string{api.BackendBwrap, api.BackendContainer} {
+		t.Run(typ, func(t *testing.T) {
+			requireBackend(t, typ)
+			m, _ := newTestManager(t, nil)
+			a := agent("neta", typ, api.NetworkFull, api.Limits{})
+			b := agent("netb", typ, api.NetworkFull, api.Limits{})
+			// A's addresses as A sees them (a container has its own on the engine's bridge).
+			res := sh(t, m, a, `ip -o -4 addr show | awk '{print $4}' | cut -d/ -f1`)
+			addrs := append(strings.Fields(res.Stdout), "10.0.2.100", "10.0.2.2", "10.0.2.15", "127.0.0.1")
+			addrs = append(addrs, hostIPs()...)
+			if typ == api.BackendContainer {
+				addrs = append(addrs, "host.containers.internal")
+			}
+			const port = "7778"
+			listening := make(chan api.ExecResult, 1)
+			selfTok := "self-" + randHex(4)
+			go func() { // owner: this test; ends with the exec (bounded by the listen time)
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				r, err := m.Exec(ctx, a, api.ExecRequest{Command: []string{"sh", "-c",
+					HelperPathInJail + ` nettest listen tcp 0.0.0.0:` + port + ` 12 & sleep 0.5; ` + HelperPathInJail + ` nettest connect tcp 127.0.0.1:` + port + ` ` + selfTok + `; wait`}, TimeoutS: 30})
+				if err != nil {
+					r.Stderr = err.Error()
+				}
+				listening <- r
+			}()
+			time.Sleep(1500 * time.Millisecond)
+			var toks []string
+			for _, addr := range addrs {
+				tok := "b-" + randHex(4)
+				toks = append(toks, tok)
+				if ok, r := tryConnect(t, m, b, "tcp", net.JoinHostPort(addr, port), tok); ok {
+					t.Errorf("agent B connected to %s:%s (agent A listens on that port): %+v", addr, port, r)
+				}
+			}
+			ra := <-listening
+			if !strings.Contains(ra.Stdout, "GOT "+selfTok) {
+				t.Fatalf("agent A's listener did not work (the check is void): %+v", ra)
+			}
+			for _, tok := range toks {
+				if strings.Contains(ra.Stdout, "GOT "+tok) {
+					t.Errorf("agent A received agent B's token %s: %q", tok, ra.Stdout)
+				}
+			}
+			t.Logf("B tried %v:%s", addrs, port)
+		})
+	}
+}
+
+// syncBuffer is a log sink the test reads while the Manager writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestNetworkStackLifecycle: one slirp4netns per "full" agent, ended with the helper; its death is
+// logged; none of it for "none".
+func TestNetworkStackLifecycle(t *testing.T) {
+	requireBackend(t, api.BackendBwrap)
+	testenv.LookPath(t, "slirp4netns")
+	var logs syncBuffer
+	m, _ := newTestManager(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	l := m.launchers[api.BackendBwrap].(*bwrapLauncher)
+	ctx := t.Context()
+	none := agent("netlife0", api.BackendBwrap, api.NetworkNone, api.Limits{})
+	if _, err := m.Conn(ctx, none); err != nil {
+		t.Fatal(err)
+	}
+	if l.netStackOf(none.ID) != nil {
+		t.Errorf("an agent with network none has a network stack")
+	}
+	full := agent("netlife1", api.BackendBwrap, api.NetworkFull, api.Limits{})
+	if _, err := m.Conn(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	ns := l.netStackOf(full.ID)
+	if ns == nil {
+		t.Fatal("no network stack for a full agent")
+	}
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", ns.pid)); strings.TrimSpace(string(comm)) != "slirp4netns" {
+		t.Fatalf("pid %d is %q, want slirp4netns", ns.pid, comm)
+	}
+	// Stopping the helper ends its network stack.
+	if err := m.Stop(ctx, full.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ns.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("slirp4netns pid %d still runs 5s after its helper stopped", ns.pid)
+	}
+	if err := syscall.Kill(ns.pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kill -0 slirp4netns pid %d after stop: %v, want ESRCH", ns.pid, err)
+	}
+	if strings.Contains(logs.String(), "slirp4netns of a network-full agent died") {
+		t.Errorf("an orderly stop was logged as a death:\n%s", logs.String())
+	}
+	// A slirp4netns that dies under a running agent is logged.
+	if _, err := m.Conn(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	ns = l.netStackOf(full.ID)
+	syscall.Kill(ns.pid, syscall.SIGKILL)
+	select {
+	case <-ns.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("killed slirp4netns not reaped")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if !strings.Contains(logs.String(), "slirp4netns of a network-full agent died") {
+		t.Errorf("the death of slirp4netns was not logged:\n%s", logs.String())
+	}
+}
+
+// TestNetworkStackFailsClosed: without a working slirp4netns a "full" agent does not start
+// (ErrBackendUnavailable naming the cause), never on the host's network; "none" still starts,
+// and the probe says which.
+func TestNetworkStackFailsClosed(t *testing.T) {
+	requireBackend(t, api.BackendBwrap)
+	fake := filepath.Join(t.TempDir(), "slirp4netns-broken")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'slirp4netns: broken on purpose' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(fake), 0o755)
+	for _, tc := range []struct{ name, slirp, want string }{
+		{"missing", "/nonexistent/slirp4netns", "slirp4netns not found"},
+		{"fails", fake, "broken on purpose"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := newTestManager(t, nil)
+			m.launchers[api.BackendBwrap].(*bwrapLauncher).slirp = tc.slirp
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := m.Exec(ctx, agent("netfail1", api.BackendBwrap, api.NetworkFull, api.Limits{}), api.ExecRequest{Command: []string{"true"}})
+			if !errors.Is(err, ErrBackendUnavailable) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("full agent with slirp4netns %s: err = %v, want ErrBackendUnavailable naming %q", tc.name, err, tc.want)
+			}
+			if res := sh(t, m, agent("netfail0", api.BackendBwrap, api.NetworkNone, api.Limits{}), "echo ok"); strings.TrimSpace(res.Stdout) != "ok" {
+				t.Errorf("a none agent next to a broken network stack: %+v", res)
+			}
+			var detail string
+			for _, r := range m.Probe(ctx) {
+				if r.Backend == api.BackendBwrap {
+					detail = r.Detail
+				}
+			}
+			if tc.name == "missing" && !strings.Contains(detail, "network full: UNAVAILABLE") {
+				t.Errorf("probe detail = %q, want it to say network full is unavailable", detail)
+			}
+		})
+	}
+	// The probe of a working setup names the network stack.
+	m, _ := newTestManager(t, nil)
+	for _, r := range m.Probe(t.Context()) {
+		if r.Backend == api.BackendBwrap && !strings.Contains(r.Detail, "slirp4netns") {
+			t.Errorf("bwrap probe detail = %q, want the network stack named", r.Detail)
+		}
+	}
+}
