@@ -54,8 +54,12 @@ type Config struct {
 
 	BwrapPath     string     // bubblewrap binary ("" = "bwrap" looked up in PATH at each launch)
 	CgroupRoot    string     // cgroup v1 mount root ("" = /sys/fs/cgroup; "none" = never use cgroups, rlimits only)
+	Cgroup2Dir    string     // delegated cgroup v2 group for the agents' groups ("" = the gateway's own group, used if it offers memory or pids; "none" = not v2)
+	DiskMode      string     // home size limit: DiskImage, DiskCheck, "" = DiskImage where it works, else DiskCheck
 	Instance      string     // names this gateway's containers and cgroups ("" = derived from DataDir)
-	DefaultLimits api.Limits // per-agent limits where an agent sets none (zero fields = 512 pids, 2048 MiB, 100% CPU)
+	DefaultLimits api.Limits // per-agent limits where an agent sets none (zero fields = DefaultLimits)
+
+	DiskCheckInterval time.Duration // how often DiskCheck measures a running agent's home (0 = DefaultDiskCheckInterval)
 }
 
 // Default values.
@@ -65,7 +69,7 @@ const (
 )
 
 // DefaultLimits apply where neither the agent nor Config.DefaultLimits set a limit.
-var DefaultLimits = api.Limits{Pids: 512, MemoryMiB: 2048, CPUPct: 100}
+var DefaultLimits = api.Limits{Pids: 512, MemoryMiB: 2048, CPUPct: 100, DiskMiB: 10240}
 
 // ProbeResult is one backend's startup/readiness probe.
 type ProbeResult struct {
@@ -81,6 +85,7 @@ type Manager struct {
 	instance  string
 	launchers map[string]Launcher
 	container *containerLauncher
+	disk      *homeDisk
 
 	mu     sync.Mutex
 	slots  map[string]*slot
@@ -163,7 +168,21 @@ func NewManager(cfg Config) (*Manager, error) {
 		slots:     map[string]*slot{},
 	}
 	var cg *cgroups
-	if cfg.CgroupRoot != "none" {
+	var cg2 *cgroup2
+	if cfg.CgroupRoot != "none" && cfg.Cgroup2Dir != "none" {
+		if cg2, err = newCgroup2(cfg.Cgroup2Dir, cfg.Instance, cfg.Cgroup2Dir != ""); err != nil {
+			if cfg.Cgroup2Dir != "" {
+				return nil, fmt.Errorf("bridges: cgroup v2: %w", err)
+			}
+			m.logger.Info("no delegated cgroup v2 subtree", "cause", err)
+			cg2 = nil
+		} else if n, err := cg2.reconcile(); err != nil {
+			m.logger.Warn("cgroups left over by a previous gateway", "err", err)
+		} else if n > 0 {
+			m.logger.Info("removed cgroups left over by a previous gateway", "agents", n)
+		}
+	}
+	if cfg.CgroupRoot != "none" && cg2 == nil {
 		if cg, err = newCgroups(cfg.CgroupRoot, cfg.Instance); err != nil {
 			m.logger.Info("cgroups not usable; bwrap jails get rlimits", "cause", err)
 			cg = nil
@@ -173,7 +192,13 @@ func NewManager(cfg Config) (*Manager, error) {
 			m.logger.Info("removed cgroups left over by a previous gateway", "agents", n)
 		}
 	}
-	m.launchers[api.BackendBwrap] = &bwrapLauncher{bwrap: cfg.BwrapPath, helper: cfg.HelperPath, cg: cg, logger: m.logger}
+	if m.disk, err = newHomeDisk(cfg.DiskMode, dd, cfg.DiskCheckInterval, m.logger); err != nil {
+		return nil, fmt.Errorf("bridges: %w", err)
+	}
+	if n := m.disk.reconcile(); n > 0 {
+		m.logger.Info("unmounted home images left mounted by a previous gateway", "agents", n)
+	}
+	m.launchers[api.BackendBwrap] = &bwrapLauncher{bwrap: cfg.BwrapPath, helper: cfg.HelperPath, cg: cg, cg2: cg2, diskDetail: m.disk.describe(), logger: m.logger}
 	m.container = &containerLauncher{engine: cfg.ContainerEngine, image: cfg.DefaultImage, helper: cfg.HelperPath, instance: cfg.Instance, logger: m.logger}
 	m.launchers[api.BackendContainer] = m.container
 	if cfg.AllowHost {
@@ -231,6 +256,7 @@ func (m *Manager) limits(l api.Limits) api.Limits {
 		Pids:      int(pick(int64(l.Pids), int64(d.Pids), int64(DefaultLimits.Pids))),
 		MemoryMiB: pick(l.MemoryMiB, d.MemoryMiB, DefaultLimits.MemoryMiB),
 		CPUPct:    int(pick(int64(l.CPUPct), int64(d.CPUPct), int64(DefaultLimits.CPUPct))),
+		DiskMiB:   pick(l.DiskMiB, d.DiskMiB, DefaultLimits.DiskMiB),
 	}
 }
 
@@ -300,6 +326,9 @@ func (m *Manager) Conn(ctx context.Context, agent api.Agent) (*Conn, error) {
 	}
 	os.Chmod(filepath.Dir(spec.Home), 0o700)
 	os.Chmod(spec.Home, 0o700)
+	if err := m.disk.prepare(agent.ID, spec.Home, spec.Limits.DiskMiB); err != nil {
+		return nil, fmt.Errorf("agent %s: home: %w", agent.ID, err)
+	}
 	s.backend = b.Type
 	c, err := m.start(ctx, l, spec)
 	if err != nil {
@@ -354,6 +383,14 @@ func (m *Manager) start(ctx context.Context, l Launcher, spec AgentSpec) (*Conn,
 	}
 	c.idle = time.AfterFunc(m.cfg.IdleTimeout, c.idleCheck)
 	go c.watch() // owner: the Conn; exits when the helper or its session ends
+	if m.disk.mode == DiskCheck {
+		// owner: the Conn; exits when the helper has exited (c.done)
+		go m.disk.watch(c.done, spec.Home, spec.Limits.DiskMiB, func(err error) {
+			c.logger.Warn("agent stopped: home over its disk limit", "err", err)
+			m.disk.noteStop(spec.ID, err)
+			c.stop(err)
+		})
+	}
 	c.logger.Info("helper started", "limits", hello.Limits)
 	return c, nil
 }
@@ -399,7 +436,8 @@ func (m *Manager) Exec(ctx context.Context, agent api.Agent, req api.ExecRequest
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	return ExecOverStream(ctx, st, req)
+	res, err := ExecOverStream(ctx, st, req)
+	return res, m.disk.explain(agent.ID, err)
 }
 
 // Open opens a stream of kind to the agent's helper, starting it if needed. A helper that
@@ -476,6 +514,10 @@ func (m *Manager) Forget(ctx context.Context, agentID string, purge bool) error 
 			errs = append(errs, err)
 		}
 	}
+	if err := m.disk.release(agentID, AgentHome(m.cfg.DataDir, agentID)); err != nil {
+		errs = append(errs, err)
+		purge = false // never remove files through a home still mounted
+	}
 	if purge {
 		if err := os.RemoveAll(filepath.Join(m.cfg.DataDir, "agents", agentID)); err != nil {
 			errs = append(errs, fmt.Errorf("remove home: %w", err))
@@ -520,6 +562,9 @@ func (m *Manager) Close() error {
 				}
 				errs = append(errs, err)
 			}
+		}
+		if err := m.disk.release(id, AgentHome(m.cfg.DataDir, id)); err != nil {
+			errs = append(errs, err)
 		}
 		s.mu.Unlock()
 	}
@@ -704,7 +749,7 @@ func (c *Conn) watch() {
 		}
 		cancel()
 	}
-	c.err = fmt.Errorf("agent %s: %w: %v", c.agentID, ErrHelperGone, cause)
+	c.err = fmt.Errorf("agent %s: %w: %w", c.agentID, ErrHelperGone, cause)
 	close(c.done)
 }
 

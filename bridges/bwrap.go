@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -41,11 +40,11 @@ var etcReadOnly = []string{
 	"/etc/X11",
 }
 
-// etcNetwork are added only for network "full" (name resolution). /etc/resolv.conf is generated
-// (slirp4netns's DNS), never the host's, which may name a resolver on the host's loopback.
+// etcNetwork are added only for network "full" (name resolution).
 var etcNetwork = []string{
 	"/etc/gai.conf",
 	"/etc/host.conf",
+	"/etc/resolv.conf",
 }
 
 // bwrapSpec is everything that determines a jail's argv.
@@ -55,11 +54,9 @@ type bwrapSpec struct {
 	Network    string          // api.NetworkNone | api.NetworkFull
 	UsrLinks   map[string]bool // for /bin /sbin /lib /lib64: true = symlink into /usr (merged-usr host); false = ro-bind the dir
 	HelperArgs []string        // extra flags for `porthole helper` (rlimits)
+	MemoryMiB  int64           // the agent's memory limit: sizes the jail's tmpfs mounts (0 = default)
 	// File descriptors (in the bwrap process) carrying generated files.
 	PasswdFD, GroupFD, HostsFD, NsswitchFD int
-	// Network "full" only: the generated resolv.conf, bwrap's --info-fd (the jail's pid for the
-	// network stack) and --block-fd (the jail waits there until its network is up).
-	ResolvFD, InfoFD, BlockFD int
 }
 
 // bwrapArgs builds the exact bwrap argv (without argv[0]) for spec; it is golden-tested.
@@ -70,10 +67,8 @@ func bwrapArgs(s bwrapSpec) []string {
 		"--disable-userns",
 		"--hostname", "porthole-agent",
 	}
-	// Every jail has its own network namespace (--unshare-all); "full" gets user-mode networking
-	// attached by the gateway (netstack.go), never the host's namespace.
 	if s.Network == api.NetworkFull {
-		a = append(a, "--info-fd", strconv.Itoa(s.InfoFD), "--block-fd", strconv.Itoa(s.BlockFD))
+		a = append(a, "--share-net")
 	}
 	a = append(a,
 		"--die-with-parent",
@@ -104,19 +99,15 @@ func bwrapArgs(s bwrapSpec) []string {
 		"--perms", "0644", "--ro-bind-data", strconv.Itoa(s.GroupFD), "/etc/group",
 		"--perms", "0644", "--ro-bind-data", strconv.Itoa(s.HostsFD), "/etc/hosts",
 		"--perms", "0644", "--ro-bind-data", strconv.Itoa(s.NsswitchFD), "/etc/nsswitch.conf",
-	)
-	if s.Network == api.NetworkFull {
-		a = append(a, "--perms", "0644", "--ro-bind-data", strconv.Itoa(s.ResolvFD), "/etc/resolv.conf")
-	}
-	a = append(a,
 		"--proc", "/proc",
 		"--dev", "/dev",
-		"--perms", "1777", "--size", strconv.Itoa(shmBytes), "--tmpfs", "/dev/shm",
-		"--perms", "1777", "--tmpfs", "/tmp",
-		"--perms", "1777", "--tmpfs", "/var/tmp",
-		"--perms", "0755", "--tmpfs", "/run",
-		"--bind", s.Home, jailHome,
+	)
+	a = append(a, tmpfsArgs(s.MemoryMiB)...)
+	a = append(a,
+		"--bind", s.Home, jailHome, // bwrap binds are nosuid,nodev
 		"--ro-bind", s.Helper, HelperPathInJail,
+		// The root is bwrap's unsized tmpfs (holding /etc, /opt, …): read-only once set up.
+		"--remount-ro", "/",
 		"--chdir", jailHome,
 	)
 	for _, kv := range sandboxEnv(jailHome) {
@@ -158,12 +149,11 @@ func hostUsrLinks() map[string]bool {
 type bwrapLauncher struct {
 	bwrap  string // configured path; "" = look up "bwrap" in PATH at each launch
 	helper string
-	cg     *cgroups // nil = rlimits
+	cg     *cgroups // cgroup v1; nil = rlimits (or cg2)
+	cg2    *cgroup2 // delegated cgroup v2 (preferred over cg)
 	logger *slog.Logger
-	slirp  string // slirp4netns for network "full" ("" = looked up in PATH at each launch)
 
-	netMu sync.Mutex
-	nets  map[string]*netStack // running network stacks by agent id
+	diskDetail string // the home size limit in force (for Probe)
 }
 
 func (l *bwrapLauncher) Backend() string { return api.BackendBwrap }
@@ -179,14 +169,6 @@ func (l *bwrapLauncher) lookBwrap() (string, error) {
 		return "", unavailable(api.BackendBwrap, "bubblewrap not found (%v); install the bubblewrap package", err)
 	}
 	return p, nil
-}
-
-// limitsDetail says which resource limits are in force.
-func (l *bwrapLauncher) limitsDetail() string {
-	if l.cg != nil {
-		return "limits: cgroup v1 (pids, memory, cpu) under " + l.cg.describe()
-	}
-	return "limits: rlimit (nproc per jail, data per process; cpu not limited: no delegated cgroup)"
 }
 
 func (l *bwrapLauncher) Probe(ctx context.Context) ProbeResult {
@@ -223,7 +205,7 @@ func (l *bwrapLauncher) Probe(ctx context.Context) ProbeResult {
 		return r
 	}
 	r.OK = true
-	r.Detail = l.limitsDetail() + "; " + netDetail(l.slirp)
+	r.Detail = l.limitsDetail()
 	return r
 }
 
@@ -252,25 +234,20 @@ func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, e
 		// ExtraFiles[i] is fd 3+i in bwrap.
 		PasswdFD: 3, GroupFD: 4, HostsFD: 5, NsswitchFD: 6,
 	}
-	var jn *jailNet
-	var slirp string
-	if bs.Network == api.NetworkFull {
-		// Fail closed before anything starts: no network stack, no "full" agent.
-		slirp, err = lookSlirp(l.slirp)
-		if err == nil {
-			err = checkTun()
-		}
-		if err != nil {
-			return nil, unavailable(api.BackendBwrap, "%v", err)
-		}
-		if jn, err = newJailNet(); err != nil {
-			return nil, fmt.Errorf("bwrap: %w", err)
-		}
-		defer jn.close()
-		files = jn.add(&bs, files)
-	}
+	bs.MemoryMiB = spec.Limits.MemoryMiB
 	var argv []string
-	if l.cg != nil {
+	cgFD := -1
+	if l.cg2 != nil {
+		fd, err := l.cg2.setup(spec.ID, spec.Limits)
+		if err != nil {
+			return nil, unavailable(api.BackendBwrap, "cgroups: %v", err)
+		}
+		defer unix.Close(fd)
+		cgFD = fd
+		// rlimits stand in for controllers the subtree does not offer.
+		bs.HelperArgs = rlimitArgs(spec.Limits.Pids, spec.Limits.MemoryMiB, !l.cg2.has("pids"), !l.cg2.has("memory"))
+		argv = []string{bw}
+	} else if l.cg != nil {
 		procs, err := l.cg.setup(spec.ID, spec.Limits)
 		if err != nil {
 			return nil, unavailable(api.BackendBwrap, "cgroups: %v", err)
@@ -280,10 +257,7 @@ func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, e
 		argv = append([]string{"/bin/sh", "-c", cgexecScript, "cgexec"}, procs...)
 		argv = append(argv, "--", bw)
 	} else {
-		bs.HelperArgs = []string{
-			"--rlimit-nproc", strconv.Itoa(spec.Limits.Pids),
-			"--rlimit-data", strconv.FormatInt(spec.Limits.MemoryMiB<<20, 10),
-		}
+		bs.HelperArgs = rlimitArgs(spec.Limits.Pids, spec.Limits.MemoryMiB, true, true)
 		argv = []string{bw}
 	}
 	// The jail's argv goes through an fd (--args): /proc/1/cmdline inside the jail would otherwise
@@ -306,19 +280,21 @@ func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, e
 	}
 	// The gateway's death kills bwrap, and --die-with-parent then the jail (its pid namespace).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if cgFD >= 0 {
+		// clone3(CLONE_INTO_CGROUP): bwrap and the whole jail are born in the agent's group.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgFD
+	}
 	p, err := startCmd(cmd, "bwrap", nil)
 	if err != nil {
 		return nil, unavailable(api.BackendBwrap, "start %s: %v", bw, err)
-	}
-	if jn != nil {
-		if err := l.attachNet(ctx, jn, slirp, spec.ID, p); err != nil {
-			return nil, err
-		}
 	}
 	return p, nil
 }
 
 func (l *bwrapLauncher) Forget(ctx context.Context, agentID string) error {
+	if l.cg2 != nil {
+		return l.cg2.remove(agentID)
+	}
 	if l.cg != nil {
 		return l.cg.remove(agentID)
 	}

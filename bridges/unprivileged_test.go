@@ -16,7 +16,7 @@ import (
 // exec, lifecycle, fail-closed and surface tests, container cases included: the child reaches the
 // test engine through the group that owns its socket (build/scripts/services.sh), as a
 // deployment's gateway user would.
-const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller)$`
+const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller|TestJailTmpfsBounded|TestHomeDiskLimit|TestHomeNosuid)$`
 
 // unprivilegedChildEnv marks the re-run as the unprivileged user.
 const unprivilegedChildEnv = "PORTHOLE_TEST_UNPRIVILEGED_CHILD"
@@ -83,7 +83,8 @@ func TestUnprivilegedGateway(t *testing.T) {
 	for _, want := range []string{"--- PASS: TestIsolationMap/bwrap ", "--- PASS: TestIsolationMap/host ", "--- PASS: TestRlimitsInForce ",
 		"--- PASS: TestExec ", "--- PASS: TestLifecycle/bwrap ", "--- PASS: TestSurfacesRunInside/bwrap ", "--- PASS: TestFailClosed/user_namespaces_blocked ",
 		"--- PASS: TestIsolationMap/container ", "--- PASS: TestIsolationMap/container/agent_is_not_root ", "--- PASS: TestLifecycle/container ",
-		"--- PASS: TestSurfacesRunInside/container ", "--- PASS: TestFailClosed/image_missing "} {
+		"--- PASS: TestSurfacesRunInside/container ", "--- PASS: TestFailClosed/image_missing ",
+		"--- PASS: TestJailTmpfsBounded ", "--- PASS: TestHomeDiskLimit/check ", "--- PASS: TestHomeNosuid "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("unprivileged run lacks %q", want)
 		}
