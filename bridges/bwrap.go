@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,11 +41,11 @@ var etcReadOnly = []string{
 	"/etc/X11",
 }
 
-// etcNetwork are added only for network "full" (name resolution).
+// etcNetwork are added only for network "full" (name resolution). /etc/resolv.conf is generated
+// (slirp4netns's DNS), never the host's, which may name a resolver on the host's loopback.
 var etcNetwork = []string{
 	"/etc/gai.conf",
 	"/etc/host.conf",
-	"/etc/resolv.conf",
 }
 
 // bwrapSpec is everything that determines a jail's argv.
@@ -57,6 +58,9 @@ type bwrapSpec struct {
 	MemoryMiB  int64           // the agent's memory limit: sizes the jail's tmpfs mounts (0 = default)
 	// File descriptors (in the bwrap process) carrying generated files.
 	PasswdFD, GroupFD, HostsFD, NsswitchFD int
+	// Network "full" only: the generated resolv.conf, bwrap's --info-fd (the jail's pid for the
+	// network stack) and --block-fd (the jail waits there until its network is up).
+	ResolvFD, InfoFD, BlockFD int
 }
 
 // bwrapArgs builds the exact bwrap argv (without argv[0]) for spec; it is golden-tested.
@@ -67,8 +71,10 @@ func bwrapArgs(s bwrapSpec) []string {
 		"--disable-userns",
 		"--hostname", "porthole-agent",
 	}
+	// Every jail has its own network namespace (--unshare-all); "full" gets user-mode networking
+	// attached by the gateway (netstack.go), never the host's namespace.
 	if s.Network == api.NetworkFull {
-		a = append(a, "--share-net")
+		a = append(a, "--info-fd", strconv.Itoa(s.InfoFD), "--block-fd", strconv.Itoa(s.BlockFD))
 	}
 	a = append(a,
 		"--die-with-parent",
@@ -99,6 +105,11 @@ func bwrapArgs(s bwrapSpec) []string {
 		"--perms", "0644", "--ro-bind-data", strconv.Itoa(s.GroupFD), "/etc/group",
 		"--perms", "0644", "--ro-bind-data", strconv.Itoa(s.HostsFD), "/etc/hosts",
 		"--perms", "0644", "--ro-bind-data", strconv.Itoa(s.NsswitchFD), "/etc/nsswitch.conf",
+	)
+	if s.Network == api.NetworkFull {
+		a = append(a, "--perms", "0644", "--ro-bind-data", strconv.Itoa(s.ResolvFD), "/etc/resolv.conf")
+	}
+	a = append(a,
 		"--proc", "/proc",
 		"--dev", "/dev",
 	)
@@ -152,6 +163,10 @@ type bwrapLauncher struct {
 	cg     *cgroups // cgroup v1; nil = rlimits (or cg2)
 	cg2    *cgroup2 // delegated cgroup v2 (preferred over cg)
 	logger *slog.Logger
+	slirp  string // slirp4netns for network "full" ("" = looked up in PATH at each launch)
+
+	netMu sync.Mutex
+	nets  map[string]*netStack // running network stacks by agent id
 
 	diskDetail string // the home size limit in force (for Probe)
 }
@@ -205,7 +220,7 @@ func (l *bwrapLauncher) Probe(ctx context.Context) ProbeResult {
 		return r
 	}
 	r.OK = true
-	r.Detail = l.limitsDetail()
+	r.Detail = l.limitsDetail() + "; " + netDetail(l.slirp)
 	return r
 }
 
@@ -233,6 +248,23 @@ func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, e
 		UsrLinks: hostUsrLinks(),
 		// ExtraFiles[i] is fd 3+i in bwrap.
 		PasswdFD: 3, GroupFD: 4, HostsFD: 5, NsswitchFD: 6,
+	}
+	var jn *jailNet
+	var slirp string
+	if bs.Network == api.NetworkFull {
+		// Fail closed before anything starts: no network stack, no "full" agent.
+		slirp, err = lookSlirp(l.slirp)
+		if err == nil {
+			err = checkTun()
+		}
+		if err != nil {
+			return nil, unavailable(api.BackendBwrap, "%v", err)
+		}
+		if jn, err = newJailNet(); err != nil {
+			return nil, fmt.Errorf("bwrap: %w", err)
+		}
+		defer jn.close()
+		files = jn.add(&bs, files)
 	}
 	bs.MemoryMiB = spec.Limits.MemoryMiB
 	var argv []string
@@ -287,6 +319,11 @@ func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, e
 	p, err := startCmd(cmd, "bwrap", nil)
 	if err != nil {
 		return nil, unavailable(api.BackendBwrap, "start %s: %v", bw, err)
+	}
+	if jn != nil {
+		if err := l.attachNet(ctx, jn, slirp, spec.ID, p); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
