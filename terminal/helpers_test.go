@@ -113,7 +113,7 @@ func newTestServer(t testing.TB, cfg Config, open OpenFunc) *testServer {
 		defer ws.Close()
 		q := r.URL.Query()
 		agent := api.Agent{ID: q.Get("agent")}
-		v := Viewer{ID: "u-" + q.Get("user"), Name: q.Get("user"), Mode: api.Level(q.Get("mode"))}
+		v := Viewer{ID: "u-" + q.Get("user"), Name: q.Get("user"), Mode: api.Level(q.Get("mode")), Admin: q.Get("admin") == "1"}
 		svc.Serve(r.Context(), ws, agent, v)
 	}))
 	t.Cleanup(func() {

@@ -24,7 +24,13 @@ type Config struct {
 	IdleTimeout time.Duration // a terminal with no attached client ends after this long (0 = never)
 	MaxPerAgent int           // open terminals per agent (default 8)
 	MaxTotal    int           // open terminals per server (default 64)
-	Logger      *slog.Logger
+	// MaxPerUser bounds the open terminals one user account opened, over all agents
+	// (default 16; an agent token counts for its agent's owner, see Viewer.User).
+	MaxPerUser int
+	// AdminReserve of the MaxTotal terminals only admins may open (default MaxTotal/8, at
+	// most MaxTotal-1; negative = none): non-admins together never take the last AdminReserve.
+	AdminReserve int
+	Logger       *slog.Logger
 
 	// Window is the flow-control window: bytes of Output a client may have unacknowledged
 	// per terminal (default 256 KiB).
@@ -42,6 +48,7 @@ const (
 	DefaultScrollback  = 1 << 20
 	DefaultMaxPerAgent = 8
 	DefaultMaxTotal    = 64
+	DefaultMaxPerUser  = 16
 	DefaultWindow      = 256 << 10
 	DefaultHighWater   = 512 << 10
 )
@@ -75,6 +82,11 @@ type Viewer struct {
 	ID   string    // user id or "token:<id>"
 	Name string    // shown to the other viewers
 	Mode api.Level // watch or drive; watchers' input is dropped here
+	// User is the account the terminals this viewer opens count against (Config.MaxPerUser):
+	// the user id, the agent's owner for a token ("" = ID).
+	User string
+	// Admin viewers may use Config.AdminReserve and are not held to MaxPerUser.
+	Admin bool
 }
 
 // Service is the gateway side: terminals of all agents, their scrollback and their viewers.
@@ -87,7 +99,8 @@ type Service struct {
 
 	mu     sync.Mutex
 	agents map[string]*agentTerms
-	total  int // open and opening terminals
+	total  int            // open and opening terminals
+	users  map[string]int // open and opening terminals per Viewer.User
 	nextID uint32
 	closed bool
 
@@ -112,6 +125,16 @@ func NewService(cfg Config, open OpenFunc) *Service {
 	if cfg.MaxTotal <= 0 {
 		cfg.MaxTotal = DefaultMaxTotal
 	}
+	if cfg.MaxPerUser <= 0 {
+		cfg.MaxPerUser = DefaultMaxPerUser
+	}
+	switch {
+	case cfg.AdminReserve == 0:
+		cfg.AdminReserve = cfg.MaxTotal / 8
+	case cfg.AdminReserve < 0:
+		cfg.AdminReserve = 0
+	}
+	cfg.AdminReserve = min(cfg.AdminReserve, cfg.MaxTotal-1)
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
@@ -127,6 +150,7 @@ func NewService(cfg Config, open OpenFunc) *Service {
 		cfg: cfg, open: open, log: cfg.Logger.With("surface", "terminal"),
 		ctx: ctx, cancel: cancel,
 		agents: map[string]*agentTerms{},
+		users:  map[string]int{},
 		// Ids start at a random point so that a client reconnecting after a gateway
 		// restart does not resume a different terminal that reuses its old id.
 		nextID: rand.Uint32N(1 << 30),
@@ -194,31 +218,57 @@ type limitError struct{ msg string }
 
 func (e *limitError) Error() string { return e.msg }
 
-// reserve counts an opening terminal against the caps.
-func (s *Service) reserve(agentID string) error {
+// userKey is the account v's terminals count against.
+func userKey(v Viewer) string {
+	if v.User != "" {
+		return v.User
+	}
+	return v.ID
+}
+
+// reserve counts an opening terminal against the caps: per agent, per user (admins exempt),
+// and per server, where non-admins leave the last AdminReserve terminals to admins. It
+// returns the user key the terminal counts against (for release).
+func (s *Service) reserve(agentID string, v Viewer) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return "", ErrClosed
 	}
+	user := userKey(v)
 	a := s.agentLocked(agentID)
 	if n := len(a.terms) + a.opening; n >= s.cfg.MaxPerAgent {
-		return &limitError{fmt.Sprintf("terminal limit reached: this agent already has %d open terminals (max %d per agent); close one first", n, s.cfg.MaxPerAgent)}
+		return "", &limitError{fmt.Sprintf("terminal limit reached: this agent already has %d open terminals (max %d per agent); close one first", n, s.cfg.MaxPerAgent)}
+	}
+	if n := s.users[user]; !v.Admin && n >= s.cfg.MaxPerUser {
+		return "", &limitError{fmt.Sprintf("terminal limit reached: you already have %d open terminals (max %d per user, over all agents); close one first", n, s.cfg.MaxPerUser)}
+	}
+	if r := s.cfg.AdminReserve; !v.Admin && r > 0 && s.total >= s.cfg.MaxTotal-r {
+		return "", &limitError{fmt.Sprintf("terminal limit reached: the server has %d open terminals (max %d per server, the last %d kept for admins)", s.total, s.cfg.MaxTotal, r)}
 	}
 	if s.total >= s.cfg.MaxTotal {
-		return &limitError{fmt.Sprintf("terminal limit reached: the server has %d open terminals (max %d per server)", s.total, s.cfg.MaxTotal)}
+		return "", &limitError{fmt.Sprintf("terminal limit reached: the server has %d open terminals (max %d per server)", s.total, s.cfg.MaxTotal)}
 	}
 	a.opening++
 	s.total++
-	return nil
+	s.users[user]++
+	return user, nil
 }
 
-func (s *Service) unreserve(agentID string) {
+// releaseLocked frees one terminal's server-wide and per-user slots; callers hold mu.
+func (s *Service) releaseLocked(user string) {
+	s.total--
+	if s.users[user]--; s.users[user] <= 0 {
+		delete(s.users, user)
+	}
+}
+
+func (s *Service) unreserve(agentID, user string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.agentLocked(agentID)
 	a.opening--
-	s.total--
+	s.releaseLocked(user)
 	s.gcAgentLocked(agentID)
 }
 

@@ -324,7 +324,8 @@ func (s *session) openTerm(ctx context.Context, m Open) {
 		s.sendError(0, ErrCodeWatchOnly, "you are watching this agent: only drivers can open terminals")
 		return
 	}
-	if err := s.svc.reserve(s.agent.ID); err != nil {
+	user, err := s.svc.reserve(s.agent.ID, s.v)
+	if err != nil {
 		var le *limitError
 		if errors.As(err, &le) {
 			s.sendError(0, ErrCodeLimit, le.msg)
@@ -336,7 +337,7 @@ func (s *session) openTerm(ctx context.Context, m Open) {
 	cols, rows := ClampSize(m.Cols, m.Rows)
 	t, err := s.svc.startTerm(ctx, s.agent, cols, rows, s.v.ID)
 	if err != nil {
-		s.svc.unreserve(s.agent.ID)
+		s.svc.unreserve(s.agent.ID, user)
 		s.log.Warn("open terminal", "err", err)
 		s.sendError(0, ErrCodeHelper, "agent helper unavailable: "+err.Error())
 		return
@@ -345,8 +346,9 @@ func (s *session) openTerm(ctx context.Context, m Open) {
 	svc.mu.Lock()
 	ag := svc.agentLocked(s.agent.ID)
 	ag.opening--
+	t.user = user
 	if svc.closed {
-		svc.total--
+		svc.releaseLocked(user)
 		svc.mu.Unlock()
 		t.finish(-1, "server shutting down", true)
 		s.sendError(0, ErrCodeInternal, ErrClosed.Error())

@@ -16,6 +16,7 @@ import (
 type term struct {
 	id      uint32
 	agentID string
+	user    string // the account it counts against (Service.users); set before it is listed
 	svc     *Service
 	log     *slog.Logger
 	stream  net.Conn
@@ -169,7 +170,7 @@ func (t *term) finish(code int32, reason string, hangup bool) {
 	s.mu.Lock()
 	if a := s.agents[t.agentID]; a != nil && a.terms[t.id] == t {
 		delete(a.terms, t.id)
-		s.total--
+		s.releaseLocked(t.user)
 		s.gcAgentLocked(t.agentID)
 	}
 	s.mu.Unlock()
