@@ -16,7 +16,7 @@ import (
 // exec, lifecycle, fail-closed and surface tests, container cases included: the child reaches the
 // test engine through the group that owns its socket (build/scripts/services.sh), as a
 // deployment's gateway user would.
-const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller|TestJailTmpfsBounded|TestHomeDiskLimit|TestHomeNosuid)$`
+const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller|TestJailTmpfsBounded|TestHomeDiskLimit|TestHomeNosuid|TestNetworkHostSocketsUnreachable|TestNetworkFullOutbound|TestNetworkAgentsIsolated|TestNetworkStackLifecycle|TestNetworkStackFailsClosed)$`
 
 // unprivilegedChildEnv marks the re-run as the unprivileged user.
 const unprivilegedChildEnv = "PORTHOLE_TEST_UNPRIVILEGED_CHILD"
@@ -84,7 +84,10 @@ func TestUnprivilegedGateway(t *testing.T) {
 		"--- PASS: TestExec ", "--- PASS: TestLifecycle/bwrap ", "--- PASS: TestSurfacesRunInside/bwrap ", "--- PASS: TestFailClosed/user_namespaces_blocked ",
 		"--- PASS: TestIsolationMap/container ", "--- PASS: TestIsolationMap/container/agent_is_not_root ", "--- PASS: TestLifecycle/container ",
 		"--- PASS: TestSurfacesRunInside/container ", "--- PASS: TestFailClosed/image_missing ",
-		"--- PASS: TestJailTmpfsBounded ", "--- PASS: TestHomeDiskLimit/check ", "--- PASS: TestHomeNosuid "} {
+		"--- PASS: TestJailTmpfsBounded ", "--- PASS: TestHomeDiskLimit/check ", "--- PASS: TestHomeNosuid ",
+		"--- PASS: TestNetworkHostSocketsUnreachable/bwrap/full ", "--- PASS: TestNetworkHostSocketsUnreachable/container/full ",
+		"--- PASS: TestNetworkFullOutbound ", "--- PASS: TestNetworkAgentsIsolated/bwrap ", "--- PASS: TestNetworkStackLifecycle ",
+		"--- PASS: TestNetworkStackFailsClosed "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("unprivileged run lacks %q", want)
 		}
