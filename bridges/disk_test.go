@@ -110,8 +110,11 @@ func TestHomeNosuid(t *testing.T) {
 	if err := os.Chown(suid, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(suid, 0o4755); err != nil {
+	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(suid); err != nil || fi.Mode()&os.ModeSetuid == 0 {
+		t.Fatalf("%s is not setuid: %v %v", suid, fi.Mode(), err)
 	}
 	// A host user runs it through an fd (the 0700 home would stop it at the path): with a setuid
 	// bit in force `id -u` would print 0.
