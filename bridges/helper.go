@@ -41,6 +41,11 @@ const helperProcs = 1
 // everything it starts) when the gateway cannot use cgroups; --kill-all-on-exit kills every process of
 // the sandbox's pid namespace when the session ends (containers, whose pid 1 outlives the helper).
 func RunHelper(ctx context.Context, args []string, handlers map[string]Handler) error {
+	// Not dumpable: the agent runs as the helper's uid, and must neither ptrace it nor read its
+	// /proc/<pid>/mem, environ or fds (the session pipe). Children get dumpable back at exec.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("helper: PR_SET_DUMPABLE: %w", err)
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "init":
@@ -55,6 +60,9 @@ func RunHelper(ctx context.Context, args []string, handlers map[string]Handler) 
 		return err
 	}
 	runtime.GOMAXPROCS(helperProcs)
+	// Threads first, while the sandbox has pids to spare: under a fork bomb the Go runtime could
+	// not create one later and would abort the helper (and end every terminal of the agent).
+	reserveThreads(helperThreadReserve)
 	limits, err := applyRlimits(*nproc, *data)
 	if err != nil {
 		return err
@@ -158,6 +166,34 @@ func ServeHelper(ctx context.Context, rw io.ReadWriteCloser, handlers map[string
 			fn(ctx, st)
 		}()
 	}
+}
+
+// helperThreadReserve is how many OS threads the helper creates at start and keeps idle. Each
+// running command holds one in its wait, each start one in fork; the runtime reuses idle
+// threads before it asks the kernel for a new one, which fails once the agent's processes
+// took every pid of its limit.
+const helperThreadReserve = 48
+
+// reserveThreads makes the runtime create n OS threads now and park them in its idle pool:
+// n goroutines each lock a thread of their own, wait until all are locked, then unlock and
+// end, which returns their threads to the pool (the runtime never frees idle threads).
+func reserveThreads(n int) {
+	var locked, ended sync.WaitGroup
+	release := make(chan struct{})
+	locked.Add(n)
+	ended.Add(n)
+	for range n {
+		go func() { // owner: reserveThreads, which waits for it
+			defer ended.Done()
+			runtime.LockOSThread()
+			locked.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	locked.Wait()
+	close(release)
+	ended.Wait()
 }
 
 // stdioConn is the session's pipe pair as one ReadWriteCloser.

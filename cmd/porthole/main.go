@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/porthole/porthole/bridges"
 	"github.com/porthole/porthole/server"
 )
 
@@ -22,6 +23,12 @@ Usage:
 `
 
 func main() {
+	// Nothing inherited: an fd the caller left open must not reach an agent's sandbox (every
+	// subcommand may start children: serve the helpers, helper the agents' commands).
+	if err := bridges.CloseInheritedFDs(); err != nil {
+		fmt.Fprintf(os.Stderr, "porthole: %v\n", err)
+		os.Exit(1)
+	}
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)

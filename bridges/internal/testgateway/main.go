@@ -17,12 +17,18 @@ import (
 )
 
 func main() {
+	// The gateway's startup path (cmd/porthole): nothing inherited reaches a sandbox.
+	if err := bridges.CloseInheritedFDs(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	data := flag.String("data", "", "data dir")
 	helper := flag.String("helper", "", "helper binary")
 	engine := flag.String("engine", "", "container engine")
 	image := flag.String("image", "", "agent image")
 	marker := flag.String("marker", "", "argv[0] of the marked sleeps")
 	backends := flag.String("backends", "bwrap,container", "backends to start")
+	script := flag.String("exec", "", "run this sh script in each agent, print its output as EXEC lines, and exit")
 	flag.Parse()
 	m, err := bridges.NewManager(bridges.Config{
 		DataDir: *data, HelperPath: *helper, ContainerEngine: *engine, DefaultImage: *image,
@@ -41,6 +47,17 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("HELPER %s %s\n", typ, c.Process().Desc)
+		if *script != "" {
+			res, err := m.Exec(ctx, a, api.ExecRequest{Command: []string{"sh", "-c", *script}})
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(res.Stdout+res.Stderr), "\n") {
+				fmt.Printf("EXEC %s %s\n", typ, line)
+			}
+			continue
+		}
 		mark := *marker + "-" + typ
 		go m.Exec(ctx, a, api.ExecRequest{Command: []string{"bash", "-c", "exec -a " + mark + " sleep 1000"}, TimeoutS: 3600})
 		for i := 0; ; i++ {
@@ -54,6 +71,10 @@ func main() {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	if *script != "" {
+		m.Close()
+		return
 	}
 	fmt.Println("READY")
 	select {}
