@@ -61,6 +61,8 @@ type bwrapSpec struct {
 	// Network "full" only: the generated resolv.conf, bwrap's --info-fd (the jail's pid for the
 	// network stack) and --block-fd (the jail waits there until its network is up).
 	ResolvFD, InfoFD, BlockFD int
+	// SeccompFD carries the jail's seccomp filter (seccomp.go); 0 = none.
+	SeccompFD int
 }
 
 // bwrapArgs builds the exact bwrap argv (without argv[0]) for spec; it is golden-tested.
@@ -121,6 +123,9 @@ func bwrapArgs(s bwrapSpec) []string {
 		"--remount-ro", "/",
 		"--chdir", jailHome,
 	)
+	if s.SeccompFD > 0 {
+		a = append(a, "--seccomp", strconv.Itoa(s.SeccompFD))
+	}
 	for _, kv := range sandboxEnv(jailHome) {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
@@ -248,6 +253,14 @@ func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, e
 		UsrLinks: hostUsrLinks(),
 		// ExtraFiles[i] is fd 3+i in bwrap.
 		PasswdFD: 3, GroupFD: 4, HostsFD: 5, NsswitchFD: 6,
+	}
+	sec, err := seccompFile()
+	if err != nil {
+		return nil, fmt.Errorf("bwrap: %w", err)
+	}
+	if sec != nil {
+		files = append(files, sec) // closed with the others
+		bs.SeccompFD = 3 + len(files) - 1
 	}
 	var jn *jailNet
 	var slirp string
