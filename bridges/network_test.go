@@ -298,8 +298,9 @@ func TestNetworkAgentsIsolated(t *testing.T) {
 			m, _ := newTestManager(t, nil)
 			a := agent("neta", typ, api.NetworkFull, api.Limits{})
 			b := agent("netb", typ, api.NetworkFull, api.Limits{})
-			// A's addresses as A sees them (a container has its own on the engine's bridge).
-			res := sh(t, m, a, `ip -o -4 addr show | awk '{print $4}' | cut -d/ -f1`)
+			// A's addresses as A sees them (a container has its own on the engine's bridge); from
+			// the kernel's local routes, as an image may have no `ip`.
+			res := sh(t, m, a, `awk '/32 host LOCAL/ {print prev} {prev=$2}' /proc/net/fib_trie | sort -u`)
 			addrs := append(strings.Fields(res.Stdout), "10.0.2.100", "10.0.2.2", "10.0.2.15", "127.0.0.1")
 			addrs = append(addrs, hostIPs()...)
 			if typ == api.BackendContainer {
@@ -319,21 +320,22 @@ func TestNetworkAgentsIsolated(t *testing.T) {
 				listening <- r
 			}()
 			time.Sleep(1500 * time.Millisecond)
-			var toks []string
+			toks := map[string]string{}
 			for _, addr := range addrs {
 				tok := "b-" + randHex(4)
-				toks = append(toks, tok)
-				if ok, r := tryConnect(t, m, b, "tcp", net.JoinHostPort(addr, port), tok); ok {
-					t.Errorf("agent B connected to %s:%s (agent A listens on that port): %+v", addr, port, r)
-				}
+				toks[tok] = addr
+				// A connect may succeed and reach something else (whatever answers that address
+				// outside); what must never happen is A receiving B's token.
+				ok, r := tryConnect(t, m, b, "tcp", net.JoinHostPort(addr, port), tok)
+				t.Logf("B -> %s:%s connected=%v %s", addr, port, ok, strings.TrimSpace(r.Stderr))
 			}
 			ra := <-listening
 			if !strings.Contains(ra.Stdout, "GOT "+selfTok) {
 				t.Fatalf("agent A's listener did not work (the check is void): %+v", ra)
 			}
-			for _, tok := range toks {
+			for tok, addr := range toks {
 				if strings.Contains(ra.Stdout, "GOT "+tok) {
-					t.Errorf("agent A received agent B's token %s: %q", tok, ra.Stdout)
+					t.Errorf("agent A received agent B's connection to %s:%s (%s)", addr, port, typ)
 				}
 			}
 			t.Logf("B tried %v:%s", addrs, port)
