@@ -163,10 +163,13 @@ type CreateUserRequest struct {
 }
 
 // UpdateUserRequest is the body of PATCH /api/users/:id; nil fields are unchanged.
+// CurrentPassword is required when a user changes their own password (admins resetting
+// another user's password leave it out).
 type UpdateUserRequest struct {
-	Password    *string      `json:"password,omitempty"`
-	Admin       *bool        `json:"admin,omitempty"`
-	Permissions *Permissions `json:"permissions,omitempty"`
+	Password        *string      `json:"password,omitempty"`
+	CurrentPassword *string      `json:"current_password,omitempty"`
+	Admin           *bool        `json:"admin,omitempty"`
+	Permissions     *Permissions `json:"permissions,omitempty"`
 }
 
 // CreateAgentRequest is the body of POST /api/agents.

@@ -41,8 +41,9 @@ func validateShare(l *api.Level) error {
 }
 
 // checkBackend validates b (filling defaults) for a caller u; host backends need an admin
-// and a server started with --allow-host-backend (403 with the reason).
-func (s *Server) checkBackend(u api.User, b *api.Backend) error {
+// and a server started with --allow-host-backend (403 with the reason); limits follow
+// checkLimits (cur: the agent's current limits on an update, nil on create).
+func (s *Server) checkBackend(u api.User, b *api.Backend, cur *api.Limits) error {
 	switch b.Type {
 	case api.BackendBwrap, api.BackendContainer, api.BackendHost:
 	case "":
@@ -65,9 +66,8 @@ func (s *Server) checkBackend(u api.User, b *api.Backend) error {
 			return errorf(http.StatusBadRequest, nil, "backend.image %q is not an image reference", b.Image)
 		}
 	}
-	l := b.Limits
-	if l.Pids < 0 || l.Pids > 1<<20 || l.MemoryMiB < 0 || l.MemoryMiB > 1<<24 || l.CPUPct < 0 || l.CPUPct > 100*1024 {
-		return errorf(http.StatusBadRequest, nil, "backend.limits out of range (pids 0-%d, memory_mib 0-%d, cpu_pct 0-%d)", 1<<20, 1<<24, 100*1024)
+	if err := s.checkLimits(u, b.Limits, cur); err != nil {
+		return err
 	}
 	if b.Type == api.BackendHost {
 		if !u.Admin {
@@ -108,11 +108,17 @@ func (s *Server) createAgent(c echo.Context) error {
 	if err := validateShare(&req.Share); err != nil {
 		return errorf(http.StatusBadRequest, nil, "%v", err)
 	}
-	if err := s.checkBackend(p.user.User, &req.Backend); err != nil {
+	if err := s.checkBackend(p.user.User, &req.Backend, nil); err != nil {
 		return err
 	}
-	a, err := s.st.CreateAgent(c.Request().Context(), api.Agent{Name: req.Name, OwnerID: p.user.ID, Backend: req.Backend, Share: req.Share})
-	if errors.Is(err, store.ErrConflict) {
+	quota := s.cfg.Quotas.AgentsPerUser
+	if p.user.Admin {
+		quota = 0 // admins always have headroom
+	}
+	a, err := s.st.CreateAgentWithin(c.Request().Context(), api.Agent{Name: req.Name, OwnerID: p.user.ID, Backend: req.Backend, Share: req.Share}, quota)
+	if errors.Is(err, store.ErrQuota) {
+		return errorf(http.StatusForbidden, err, "agent quota reached: you already own %d agents (max %d per user); delete one first", quota, quota)
+	} else if errors.Is(err, store.ErrConflict) {
 		return errorf(http.StatusConflict, nil, "an agent named %q exists", req.Name)
 	} else if err != nil {
 		return internalError("creating the agent", err)
@@ -146,7 +152,7 @@ func (s *Server) updateAgent(c echo.Context) error {
 		}
 	}
 	if req.Backend != nil {
-		if err := s.checkBackend(p.user.User, req.Backend); err != nil {
+		if err := s.checkBackend(p.user.User, req.Backend, &cur.Backend.Limits); err != nil {
 			return err
 		}
 	}
@@ -244,9 +250,17 @@ func (s *Server) exec(c echo.Context) error {
 	if req.TimeoutS < 0 || req.TimeoutS > maxExecTimeoutS {
 		return errorf(http.StatusBadRequest, nil, "timeout_s must be 0-%d", maxExecTimeoutS)
 	}
+	// The cap is taken before the helper is asked for a stream: a burst of execs waits its turn
+	// here (429) instead of piling processes into the agent until its helper cannot fork.
+	p := principalOf(c)
+	release, err := s.execs.acquire(a.ID, p.user.ID, p.user.Admin && p.token == nil)
+	if err != nil {
+		return tooBusy(c, 1, err)
+	}
+	defer release()
 	s.audit(c, api.AuditEvent{Action: "agent.exec", AgentID: a.ID, Surface: api.SurfaceTerminal, Mode: api.LevelDrive,
 		Detail: truncate(quoteArgv(req.Command), 200)})
-	res, err := s.bridge.Exec(c.Request().Context(), a, req)
+	res, err := s.bridge.Exec(c.Request().Context(), s.clampLimits(a), req)
 	switch {
 	case err == nil:
 		return c.JSON(http.StatusOK, res)

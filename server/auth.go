@@ -27,8 +27,18 @@ const (
 	TokenPrefix = "pht_"
 
 	sessionTTL       = 14 * 24 * time.Hour
-	loginMaxFailures = 5 // the 6th wrong password within loginWindow is refused
+	loginMaxFailures = 5 // the 6th wrong password within loginWindow from one address is refused
 	loginWindow      = time.Minute
+	// Per account, whatever the address: the 21st wrong password within 10 minutes is refused,
+	// so rotating addresses (X-Forwarded-For through a trusted proxy, a botnet) gains little.
+	userMaxFailures = 20
+	userWindow      = 10 * time.Minute
+	// An address that logged in to an account is "known" for that account this long: its
+	// attempts on that account count only in their own bucket (loginMaxFailures per
+	// loginWindow), so others' failures — from elsewhere against this account, or from this
+	// address against other accounts — never lock the account's user out.
+	knownTTL = 30 * 24 * time.Hour
+	maxKnown = 100000
 )
 
 // principal is who made a request: a user with a session, or an agent token (acting for
@@ -126,23 +136,31 @@ func (s *Server) sessionCookie(c echo.Context, value string, maxAge int) *http.C
 	}
 }
 
-// login: POST /api/session.
+// limited answers 429 with Retry-After for a login (or password check) the guard refused.
+func (s *Server) limited(c echo.Context, wait time.Duration, why string) error {
+	s.metrics.logins.WithLabelValues("limited").Inc()
+	secs := int((wait + time.Second - 1) / time.Second)
+	c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+	return errorf(http.StatusTooManyRequests, nil, "too many failed logins %s; retry in %d s", why, secs)
+}
+
+// login: POST /api/session. Usernames match case-insensitively ("Alice" logs in as alice).
 func (s *Server) login(c echo.Context) error {
 	ip := c.RealIP()
-	key := limiterKey(ip)
-	wait, done := s.limiter.begin(key, s.now())
-	if wait > 0 {
-		s.metrics.logins.WithLabelValues("limited").Inc()
-		secs := int((wait + time.Second - 1) / time.Second)
-		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
-		return errorf(http.StatusTooManyRequests, nil, "too many failed logins from your address; retry in %d s", secs)
-	}
-	failed := true // until the password checks out; a malformed request counts too
-	defer func() { done(failed, s.now()) }()
+	addr := limiterKey(ip)
 	var req api.LoginRequest
 	if err := decodeJSON(c, &req); err != nil {
+		if _, done := s.limiter.addr.begin(addr, s.now()); done != nil {
+			done(true, s.now()) // a malformed request counts against its address
+		}
 		return err
 	}
+	wait, done, why := s.limiter.begin(req.Username, addr, s.now())
+	if wait > 0 {
+		return s.limited(c, wait, why)
+	}
+	failed := true // until the password checks out
+	defer func() { done(failed, s.now()) }()
 	ctx := c.Request().Context()
 	u, err := s.st.GetUserByName(ctx, req.Username)
 	hash := u.PasswordHash
@@ -158,6 +176,7 @@ func (s *Server) login(c echo.Context) error {
 		return errorf(http.StatusUnauthorized, verr, "wrong username or password")
 	}
 	failed = false
+	s.limiter.succeeded(u.Username, addr, s.now())
 	value := newSecret()
 	if err := s.st.CreateSession(ctx, u.ID, sha(value), s.now().Add(sessionTTL)); err != nil {
 		return internalError("creating the session", err)
@@ -201,7 +220,72 @@ func limiterKey(ip string) string {
 	return a.Unmap().String()
 }
 
-// loginLimiter counts failed logins per client address in a sliding window. Attempts still
+// loginGuard limits password guesses per client address and per account (see the constants).
+type loginGuard struct {
+	addr  *loginLimiter // key: limiterKey(address)
+	user  *loginLimiter // key: lower-case username
+	pair  *loginLimiter // key: lower-case username + "\x00" + address, for known addresses
+	mu    sync.Mutex
+	known map[string]time.Time // pair key → last successful login
+}
+
+func newLoginGuard() *loginGuard {
+	return &loginGuard{
+		addr:  newLoginLimiter(loginMaxFailures, loginWindow),
+		user:  newLoginLimiter(userMaxFailures, userWindow),
+		pair:  newLoginLimiter(loginMaxFailures, loginWindow),
+		known: map[string]time.Time{},
+	}
+}
+
+func accountKey(username string) string {
+	if len(username) > 64 { // longer names cannot exist; bound the key
+		username = username[:64]
+	}
+	return strings.ToLower(username)
+}
+
+// begin reserves one password check on username from addr. An address that has logged in to
+// the account before uses only its own bucket for that account; any other attempt counts
+// against both the address and the account. It returns how long to wait (with why: which
+// limit) or a done func to call once with whether the check failed.
+func (g *loginGuard) begin(username, addr string, now time.Time) (time.Duration, func(bool, time.Time), string) {
+	acct := accountKey(username)
+	pair := acct + "\x00" + addr
+	g.mu.Lock()
+	t, ok := g.known[pair]
+	g.mu.Unlock()
+	if ok && now.Sub(t) < knownTTL {
+		w, done := g.pair.begin(pair, now)
+		return w, done, "from your address for this account"
+	}
+	w, doneAddr := g.addr.begin(addr, now)
+	if w > 0 {
+		return w, nil, "from your address"
+	}
+	w, doneUser := g.user.begin(acct, now)
+	if w > 0 {
+		doneAddr(false, now) // nothing was checked
+		return w, nil, "for this account"
+	}
+	return 0, func(failed bool, now time.Time) { doneAddr(failed, now); doneUser(failed, now) }, ""
+}
+
+// succeeded records a successful login to username from addr.
+func (g *loginGuard) succeeded(username, addr string, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.known) >= maxKnown {
+		for k, t := range g.known {
+			if now.Sub(t) >= knownTTL || len(g.known) >= maxKnown {
+				delete(g.known, k)
+			}
+		}
+	}
+	g.known[accountKey(username)+"\x00"+addr] = now
+}
+
+// loginLimiter counts failed logins per key (an address, an account) in a sliding window. Attempts still
 // being checked count against the limit too, so a burst of parallel guesses cannot all pass
 // the check before the first failure is recorded.
 type loginLimiter struct {

@@ -426,8 +426,8 @@ func TestAccessChangeClosesWebSockets(t *testing.T) {
 	// Password change: the owner's other session is cut, the changing one stays.
 	other := e.session(e.users["owner"].ID)
 	o2 := open("owner (2nd session)", auth{cookie: other})
-	pw := "changed-password-1"
-	if resp, _ := e.do("PATCH", "/api/users/"+e.users["owner"].ID, api.UpdateUserRequest{Password: &pw}, auth{cookie: ownerCk}); resp.StatusCode != 200 {
+	pw, cur := "changed-password-1", userPassword
+	if resp, _ := e.do("PATCH", "/api/users/"+e.users["owner"].ID, api.UpdateUserRequest{Password: &pw, CurrentPassword: &cur}, auth{cookie: ownerCk}); resp.StatusCode != 200 {
 		t.Fatalf("password change = %d", resp.StatusCode)
 	}
 	if err := closedWith(o2); !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {

@@ -16,7 +16,7 @@ func (s *Server) routes(web http.Handler) *echo.Echo {
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
 	e.IPExtractor = s.realIP
-	e.Use(s.observe, s.recoverPanic, s.securityHeaders, s.originCheck, bodyLimit)
+	e.Use(s.observe, s.recoverPanic, s.securityHeaders, s.hostCheck, s.originCheck, jsonOnly, bodyLimit)
 
 	var (
 		anyone    = rule{anonymous: true}

@@ -2,10 +2,13 @@ package server
 
 import (
 	"errors"
+	"fmt"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -153,4 +156,93 @@ func (s *Server) isTLS(r *http.Request) bool {
 		return strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 	}
 	return false
+}
+
+// hostAllow is the Host header allowlist: a page on a rebinding attacker's name (evil.example
+// resolving to this server) sends Host: evil.example and is refused, so its script cannot read
+// or drive the API even though the browser treats it as same-origin.
+type hostAllow struct {
+	any   bool
+	names map[string]bool // lower-case host names, no port
+}
+
+// newHostAllow allows IP literals always, and by name: localhost, this machine's hostname, the
+// listen address's host, the hosts of the allowed origins, and extra ("*" = any host).
+func newHostAllow(addr string, extra []string, origins map[string]bool) (hostAllow, error) {
+	h := hostAllow{names: map[string]bool{"localhost": true}}
+	if hn, err := os.Hostname(); err == nil && hn != "" {
+		h.names[strings.ToLower(hn)] = true
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
+		h.names[strings.ToLower(host)] = true
+	}
+	for o := range origins {
+		if u, err := url.Parse(o); err == nil && u.Hostname() != "" {
+			h.names[strings.ToLower(u.Hostname())] = true
+		}
+	}
+	for _, e := range extra {
+		e = strings.ToLower(strings.TrimSpace(e))
+		switch {
+		case e == "*":
+			h.any = true
+		case e == "" || strings.ContainsAny(e, "/:@ "):
+			return h, fmt.Errorf("allowed host %q: a host name without scheme or port, or *", e)
+		default:
+			h.names[strings.TrimSuffix(e, ".")] = true
+		}
+	}
+	return h, nil
+}
+
+func (h hostAllow) allows(hostHeader string) bool {
+	if h.any {
+		return true
+	}
+	host := hostHeader
+	if hn, _, err := net.SplitHostPort(hostHeader); err == nil {
+		host = hn
+	}
+	host = strings.TrimSuffix(strings.Trim(strings.ToLower(host), "[]"), ".")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	return host != "" && h.names[host]
+}
+
+// hostCheck answers 421 for a Host the gateway does not serve (see hostAllow).
+func (s *Server) hostCheck(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h := c.Request().Host; !s.hosts.allows(h) {
+			return errorf(http.StatusMisdirectedRequest, nil,
+				"this server does not serve the host %q; an admin can allow it with --allowed-host", truncate(h, 100))
+		}
+		return next(c)
+	}
+}
+
+// jsonOnly refuses a state-changing request with a body that is not application/json (415):
+// a browser can send text/plain, form or multipart bodies cross-site without a preflight,
+// JSON it cannot. Bodiless requests (DELETE, POST .../tokens) pass.
+func jsonOnly(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		switch r.Method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		default:
+			return next(c)
+		}
+		if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
+			return next(c)
+		}
+		ct := r.Header.Get("Content-Type")
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			if ct == "" {
+				ct = "none"
+			}
+			return errorf(http.StatusUnsupportedMediaType, nil, "request bodies must be JSON: send Content-Type: application/json (got %s)", truncate(ct, 100))
+		}
+		return next(c)
+	}
 }

@@ -285,8 +285,8 @@ func TestPasswordChangeRevokesOtherSessions(t *testing.T) {
 	if a == "" || b == "" || a == b {
 		t.Fatalf("two logins gave cookies %q and %q", a, b)
 	}
-	newPW := "brand-new-password"
-	resp, out := e.do("PATCH", "/api/users/"+e.users["owner"].ID, api.UpdateUserRequest{Password: &newPW}, auth{cookie: a})
+	newPW, cur := "brand-new-password", userPassword
+	resp, out := e.do("PATCH", "/api/users/"+e.users["owner"].ID, api.UpdateUserRequest{Password: &newPW, CurrentPassword: &cur}, auth{cookie: a})
 	if resp.StatusCode != 200 {
 		t.Fatalf("change own password = %d (%s)", resp.StatusCode, errMsg(out))
 	}
@@ -453,6 +453,7 @@ func TestBodyLimits(t *testing.T) {
 	// Chunked (no Content-Length): the limit holds while reading.
 	req, _ := http.NewRequest("POST", e.ts.URL+"/api/agents", io.MultiReader(strings.NewReader(big)))
 	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/json")
 	auth{cookie: ck}.apply(req.Header)
 	r2, err := e.ts.Client().Do(req)
 	if err != nil {

@@ -16,6 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/terminal"
 )
 
 // ServeConfig is `porthole serve`'s configuration: flags > PORTHOLE_* environment >
@@ -32,6 +35,23 @@ type ServeConfig struct {
 	Helper           string   `json:"helper"`
 	LogFormat        string   `json:"log_format"` // text | json
 	LogLevel         string   `json:"log_level"`  // debug | info | warn | error
+	AllowedHosts     []string `json:"allowed_hosts"`
+
+	// Agent limits (0 = built-in default): defaults (the most a non-admin may set) and maximums (admins).
+	DefaultPids      int `json:"default_pids"`
+	DefaultMemoryMiB int `json:"default_memory_mib"`
+	DefaultCPUPct    int `json:"default_cpu_pct"`
+	MaxPids          int `json:"max_pids"`
+	MaxMemoryMiB     int `json:"max_memory_mib"`
+	MaxCPUPct        int `json:"max_cpu_pct"`
+	// Quotas (0 = built-in default).
+	MaxAgentsPerUser       int `json:"max_agents_per_user"`
+	MaxExecsPerAgent       int `json:"max_execs_per_agent"`
+	MaxExecsPerUser        int `json:"max_execs_per_user"`
+	MaxTerminals           int `json:"max_terminals"`
+	MaxTerminalsPerAgent   int `json:"max_terminals_per_agent"`
+	MaxTerminalsPerUser    int `json:"max_terminals_per_user"`
+	AdminReservedTerminals int `json:"admin_reserved_terminals"`
 }
 
 func defaultServeConfig() ServeConfig {
@@ -50,6 +70,7 @@ type option struct {
 	str              *string
 	list             *[]string
 	boolean          *bool
+	integer          *int
 }
 
 func (c *ServeConfig) options() []option {
@@ -65,6 +86,20 @@ func (c *ServeConfig) options() []option {
 		{flag: "helper", env: "PORTHOLE_HELPER", usage: "porthole binary run as the in-sandbox helper (default: this binary)", str: &c.Helper},
 		{flag: "log-format", env: "PORTHOLE_LOG_FORMAT", usage: "text or json", str: &c.LogFormat},
 		{flag: "log-level", env: "PORTHOLE_LOG_LEVEL", usage: "debug, info, warn or error", str: &c.LogLevel},
+		{flag: "allowed-host", env: "PORTHOLE_ALLOWED_HOST", usage: "extra Host name served (repeatable; env: comma-separated; * = any); others get 421", list: &c.AllowedHosts},
+		{flag: "default-pids", env: "PORTHOLE_DEFAULT_PIDS", usage: "agent pids limit by default, and the most a non-admin may set (0 = 512)", integer: &c.DefaultPids},
+		{flag: "default-memory-mib", env: "PORTHOLE_DEFAULT_MEMORY_MIB", usage: "agent memory limit in MiB by default, and the most a non-admin may set (0 = 2048)", integer: &c.DefaultMemoryMiB},
+		{flag: "default-cpu-pct", env: "PORTHOLE_DEFAULT_CPU_PCT", usage: "agent CPU limit (100 = one core) by default, and the most a non-admin may set (0 = 100)", integer: &c.DefaultCPUPct},
+		{flag: "max-pids", env: "PORTHOLE_MAX_PIDS", usage: "most pids an admin may give an agent (0 = 8192)", integer: &c.MaxPids},
+		{flag: "max-memory-mib", env: "PORTHOLE_MAX_MEMORY_MIB", usage: "most memory in MiB an admin may give an agent (0 = 65536)", integer: &c.MaxMemoryMiB},
+		{flag: "max-cpu-pct", env: "PORTHOLE_MAX_CPU_PCT", usage: "most CPU an admin may give an agent (0 = 100 x CPUs)", integer: &c.MaxCPUPct},
+		{flag: "max-agents-per-user", env: "PORTHOLE_MAX_AGENTS_PER_USER", usage: "agents a non-admin may own (0 = 32)", integer: &c.MaxAgentsPerUser},
+		{flag: "max-execs-per-agent", env: "PORTHOLE_MAX_EXECS_PER_AGENT", usage: "concurrent execs on one agent (0 = 16)", integer: &c.MaxExecsPerAgent},
+		{flag: "max-execs-per-user", env: "PORTHOLE_MAX_EXECS_PER_USER", usage: "concurrent execs of one non-admin user (0 = 32)", integer: &c.MaxExecsPerUser},
+		{flag: "max-terminals", env: "PORTHOLE_MAX_TERMINALS", usage: "open terminals on the server (0 = 64)", integer: &c.MaxTerminals},
+		{flag: "max-terminals-per-agent", env: "PORTHOLE_MAX_TERMINALS_PER_AGENT", usage: "open terminals per agent (0 = 8)", integer: &c.MaxTerminalsPerAgent},
+		{flag: "max-terminals-per-user", env: "PORTHOLE_MAX_TERMINALS_PER_USER", usage: "open terminals one non-admin user may open (0 = 16)", integer: &c.MaxTerminalsPerUser},
+		{flag: "admin-reserved-terminals", env: "PORTHOLE_ADMIN_RESERVED_TERMINALS", usage: "of --max-terminals, how many only admins may open (0 = an eighth, -1 = none)", integer: &c.AdminReservedTerminals},
 	}
 }
 
@@ -83,6 +118,8 @@ func LoadServeConfig(args []string, getenv func(string) string, stderr io.Writer
 			fs.Var((*listFlag)(o.list), o.flag, o.usage+" (env "+o.env+")")
 		case o.boolean != nil:
 			fs.BoolVar(o.boolean, o.flag, false, o.usage+" (env "+o.env+")")
+		case o.integer != nil:
+			fs.IntVar(o.integer, o.flag, 0, o.usage+" (env "+o.env+")")
 		}
 	}
 	if err := fs.Parse(args); err != nil {
@@ -129,6 +166,12 @@ func LoadServeConfig(args []string, getenv func(string) string, stderr io.Writer
 					return ServeConfig{}, fmt.Errorf("%s=%q: not a boolean", o.env, v)
 				}
 				*o.boolean = b
+			case o.integer != nil:
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return ServeConfig{}, fmt.Errorf("%s=%q: not an integer", o.env, v)
+				}
+				*o.integer = n
 			}
 		}
 		if set[o.flag] {
@@ -139,6 +182,8 @@ func LoadServeConfig(args []string, getenv func(string) string, stderr io.Writer
 				*o.list = *src[i].list
 			case o.boolean != nil:
 				*o.boolean = *src[i].boolean
+			case o.integer != nil:
+				*o.integer = *src[i].integer
 			}
 		}
 	}
@@ -156,7 +201,27 @@ func (c ServeConfig) Config(getenv func(string) string, logger *slog.Logger) (Co
 		AdminPassword:    getenv("PORTHOLE_ADMIN_PASSWORD"),
 		HelperPath:       c.Helper,
 		AllowedOrigins:   c.AllowedOrigins,
+		AllowedHosts:     c.AllowedHosts,
 		Logger:           logger,
+		Limits: LimitPolicy{
+			Default: api.Limits{Pids: c.DefaultPids, MemoryMiB: int64(c.DefaultMemoryMiB), CPUPct: c.DefaultCPUPct},
+			Max:     api.Limits{Pids: c.MaxPids, MemoryMiB: int64(c.MaxMemoryMiB), CPUPct: c.MaxCPUPct},
+		},
+		Quotas: Quotas{AgentsPerUser: c.MaxAgentsPerUser, ExecsPerAgent: c.MaxExecsPerAgent, ExecsPerUser: c.MaxExecsPerUser},
+		Terminal: terminal.Config{MaxTotal: c.MaxTerminals, MaxPerAgent: c.MaxTerminalsPerAgent,
+			MaxPerUser: c.MaxTerminalsPerUser, AdminReserve: c.AdminReservedTerminals},
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max-agents-per-user", c.MaxAgentsPerUser}, {"max-execs-per-agent", c.MaxExecsPerAgent}, {"max-execs-per-user", c.MaxExecsPerUser},
+		{"max-terminals", c.MaxTerminals}, {"max-terminals-per-agent", c.MaxTerminalsPerAgent}, {"max-terminals-per-user", c.MaxTerminalsPerUser}} {
+		if n.v < 0 {
+			return Config{}, fmt.Errorf("--%s %d: must be 0 (the default) or more", n.name, n.v)
+		}
+	}
+	if _, err := cfg.Limits.resolve(); err != nil {
+		return Config{}, fmt.Errorf("agent limits: %w", err)
 	}
 	for _, p := range c.TrustedProxies {
 		pfx, err := parsePrefix(p)

@@ -81,6 +81,13 @@ type Config struct {
 	// AllowedOrigins are extra origins ("https://porthole.example:8443") accepted besides
 	// same-origin on WebSocket upgrades and state-changing requests.
 	AllowedOrigins []string
+	// AllowedHosts are the Host header names served besides the defaults (the listen
+	// address's host, localhost, this machine's hostname, IP literals and the hosts of
+	// AllowedOrigins); other names get 421 (DNS rebinding). "*" allows any.
+	AllowedHosts []string
+	// Limits are the agent resource limits' defaults and maximums; Quotas what one user may hold.
+	Limits LimitPolicy
+	Quotas Quotas
 	// AdminPasswordOut receives the generated admin password on first start (nil = os.Stderr).
 	AdminPasswordOut interface{ Write([]byte) (int, error) }
 }
@@ -94,8 +101,11 @@ type Server struct {
 	terms   TerminalService
 	echo    *echo.Echo
 	metrics *metrics
-	limiter *loginLimiter
+	limiter *loginGuard
 	origins map[string]bool
+	hosts   hostAllow
+	limits  LimitPolicy
+	execs   *execLimiter
 	now     func() time.Time
 
 	// ctx lives until Shutdown; every WebSocket session derives from it.
@@ -136,6 +146,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		origins[n] = true
 	}
+	limits, err := cfg.Limits.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("agent limits: %w", err)
+	}
+	cfg.Limits, cfg.Quotas = limits, cfg.Quotas.resolve()
+	hosts, err := newHostAllow(cfg.Addr, cfg.AllowedHosts, origins)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -148,8 +167,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		st:      st,
 		metrics: newMetrics(),
-		limiter: newLoginLimiter(loginMaxFailures, loginWindow),
+		limiter: newLoginGuard(),
 		origins: origins,
+		hosts:   hosts,
+		limits:  limits,
+		execs:   newExecLimiter(cfg.Quotas),
 		now:     time.Now,
 		sockets: map[*websocket.Conn]socketInfo{},
 	}
@@ -174,6 +196,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			AllowHost:       cfg.AllowHostBackend,
 			ContainerEngine: cfg.ContainerEngine,
 			IdleTimeout:     cfg.IdleTimeout,
+			DefaultLimits:   limits.Default,
 			Logger:          cfg.Logger.With("part", "bridges"),
 		})
 		if err != nil {
@@ -192,7 +215,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			tcfg.OnAttach = s.auditTerminalAttach
 		}
 		s.terms = terminal.NewService(tcfg, func(ctx context.Context, agent api.Agent) (net.Conn, error) {
-			return o.Open(ctx, agent, bridges.StreamTerminal)
+			return o.Open(ctx, s.clampLimits(agent), bridges.StreamTerminal)
 		})
 	}
 	for _, p := range s.bridge.Probe(ctx) {

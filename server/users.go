@@ -107,6 +107,12 @@ func (s *Server) updateUser(c echo.Context) error {
 		if err := validatePassword(*req.Password); err != nil {
 			return errorf(http.StatusBadRequest, nil, "%v", err)
 		}
+		if self {
+			// A stolen session must not be enough to take the account over.
+			if err := s.checkCurrentPassword(c, target, req.CurrentPassword); err != nil {
+				return err
+			}
+		}
 		h, err := hashPassword(*req.Password)
 		if err != nil {
 			return internalError("hashing the password", err)
@@ -155,6 +161,28 @@ func (s *Server) updateUser(c echo.Context) error {
 	}
 	s.audit(c, api.AuditEvent{Action: "user.update", Detail: userDetail(u) + ": " + strings.Join(changed, ", ")})
 	return c.JSON(http.StatusOK, u)
+}
+
+// checkCurrentPassword verifies a user's current password before they change their own:
+// 400 when missing, 403 when wrong. Wrong guesses count toward the login limits (and a
+// limited caller gets 429), so this is no way around them.
+func (s *Server) checkCurrentPassword(c echo.Context, u store.User, current *string) error {
+	if current == nil || *current == "" {
+		return errorf(http.StatusBadRequest, nil, "current_password is required to change your own password")
+	}
+	ip := c.RealIP()
+	wait, done, why := s.limiter.begin(u.Username, limiterKey(ip), s.now())
+	if wait > 0 {
+		return s.limited(c, wait, why)
+	}
+	ok, err := verifyPassword(u.PasswordHash, *current)
+	done(!ok, s.now())
+	if !ok {
+		s.appendAudit(c.Request().Context(), api.AuditEvent{Actor: u.Username, Action: "password.fail",
+			Detail: "wrong current password on a password change", Remote: ip})
+		return errorf(http.StatusForbidden, err, "the current password is wrong")
+	}
+	return nil
 }
 
 // keepAnAdmin refuses to remove the last admin (other than id).

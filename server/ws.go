@@ -122,10 +122,13 @@ func (s *Server) surface(sf api.Surface) echo.HandlerFunc {
 		gauge.Inc()
 		defer gauge.Dec()
 
-		v := terminal.Viewer{ID: p.user.ID, Name: p.user.Username, Mode: mode}
+		// Terminals count against the user (a token's against its agent's owner); only an
+		// admin's own session may use the admins' reserve.
+		v := terminal.Viewer{ID: p.user.ID, Name: p.user.Username, Mode: mode, User: p.user.ID, Admin: p.user.Admin}
 		if p.token != nil {
 			v.ID = "token:" + p.token.ID
 			v.Name = p.user.Username + " (agent token)"
+			v.Admin = false
 		}
 		log := s.log.With("agent", a.ID, "surface", sf, "actor", p.actor(), "mode", mode, "remote", c.RealIP())
 		ctx, cancel := context.WithCancelCause(s.ctx)
