@@ -36,6 +36,7 @@ type term struct {
 	exitCode   int32
 	exitReason string
 	idle       *time.Timer
+	seen       uint64 // the furthest position any viewer was sent (see pausedLocked)
 }
 
 // attachment is one session's view of one terminal; fields guarded by term.mu.
@@ -99,7 +100,15 @@ func (t *term) run() {
 // driver is more than HighWater behind. Only drivers hold the agent back: a watcher (who
 // may be anyone the agent is shared with) that stops acknowledging falls behind and gets a
 // gap marker instead; with no driver attached the terminal keeps reading into the ring.
+//
+// With no viewer at all, reading stops once the ring holds a whole ring of output nobody was
+// sent: the helper stream then stops, the helper stops reading the PTY, and the program blocks
+// in write, as behind a terminal after XOFF (instead of the agent spinning for nobody). The
+// next attach resumes it, and the viewer gets the ring's content first.
 func (t *term) pausedLocked() bool {
+	if len(t.viewers) == 0 {
+		return t.ring.end-t.seen >= uint64(t.ring.size)
+	}
 	fastest, ok := t.fastestDriverLocked(func(a *attachment) uint64 { return a.acked })
 	return ok && t.ring.end-fastest > uint64(t.svc.cfg.HighWater)
 }
@@ -335,6 +344,7 @@ func (t *term) nextFrame(a *attachment, buf []byte) (frame []byte, done bool) {
 		x, y := t.ring.slice(a.cursor, n)
 		buf = append(append(buf, x...), y...)
 		a.cursor += uint64(n)
+		t.seen = max(t.seen, a.cursor)
 		t.cond.Broadcast()
 		return buf, false
 	}
