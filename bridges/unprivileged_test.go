@@ -16,7 +16,7 @@ import (
 // exec, lifecycle, fail-closed and surface tests, container cases included: the child reaches the
 // test engine through the group that owns its socket (build/scripts/services.sh), as a
 // deployment's gateway user would.
-const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller|TestJailTmpfsBounded|TestHomeDiskLimit|TestHomeNosuid|TestNetworkHostSocketsUnreachable|TestNetworkFullOutbound|TestNetworkAgentsIsolated|TestNetworkStackLifecycle|TestNetworkStackFailsClosed)$`
+const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller|TestJailTmpfsBounded|TestHomeDiskLimit|TestHomeNosuid|TestNetworkHostSocketsUnreachable|TestNetworkFullOutbound|TestNetworkAgentsIsolated|TestNetworkStackLifecycle|TestNetworkStackFailsClosed|TestJailHardening|TestHelperSurvivesForkBomb)$`
 
 // unprivilegedChildEnv marks the re-run as the unprivileged user.
 const unprivilegedChildEnv = "PORTHOLE_TEST_UNPRIVILEGED_CHILD"
@@ -80,7 +80,7 @@ func TestUnprivilegedGateway(t *testing.T) {
 	if err != nil {
 		t.Fatalf("isolation tests as user porthole failed: %v", err)
 	}
-	for _, want := range []string{"--- PASS: TestIsolationMap/bwrap ", "--- PASS: TestIsolationMap/host ", "--- PASS: TestRlimitsInForce ",
+	for _, want := range []string{"--- PASS: TestIsolationMap/bwrap ", "--- PASS: TestIsolationMap/host ", "--- PASS: TestRlimitsInForce ", "--- PASS: TestJailHardening ", "--- PASS: TestHelperSurvivesForkBomb ",
 		"--- PASS: TestExec ", "--- PASS: TestLifecycle/bwrap ", "--- PASS: TestSurfacesRunInside/bwrap ", "--- PASS: TestFailClosed/user_namespaces_blocked ",
 		"--- PASS: TestIsolationMap/container ", "--- PASS: TestIsolationMap/container/agent_is_not_root ", "--- PASS: TestLifecycle/container ",
 		"--- PASS: TestSurfacesRunInside/container ", "--- PASS: TestFailClosed/image_missing ",
