@@ -96,8 +96,10 @@ func probeImage(dataDir string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("not root (mounting an image needs CAP_SYS_ADMIN)")
 	}
-	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
-		return fmt.Errorf("mkfs.ext4 not found (install e2fsprogs): %w", err)
+	for _, t := range []string{"mkfs.ext4", "resize2fs", "mount", "losetup", "cp"} {
+		if _, err := lookSystemTool(t); err != nil {
+			return fmt.Errorf("%w (e2fsprogs, mount and coreutils are needed for home images)", err)
+		}
 	}
 	dir, err := os.MkdirTemp(filepath.Join(dataDir, "agents"), ".diskprobe-")
 	if err != nil {
@@ -117,6 +119,30 @@ func probeImage(dataDir string) error {
 	return unmountHome(mnt)
 }
 
+// systemToolPath is where the disk tools are looked up, whatever the gateway's own PATH.
+const systemToolPath = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+func lookSystemTool(name string) (string, error) {
+	for _, d := range filepath.SplitList(systemToolPath) {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %s", name, systemToolPath)
+}
+
+// systemTool is a command of the host's own tools (mkfs.ext4, mount, …), never from the gateway's PATH.
+func systemTool(name string, args ...string) *exec.Cmd {
+	p, err := lookSystemTool(name)
+	if err != nil {
+		p = name // fails at Run with exec's own error
+	}
+	cmd := exec.Command(p, args...)
+	cmd.Env = []string{"PATH=" + systemToolPath, "LC_ALL=C"}
+	return cmd
+}
+
 // makeImage creates a sparse ext4 image of sizeMiB at path.
 func makeImage(path string, sizeMiB int64) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -132,7 +158,7 @@ func makeImage(path string, sizeMiB int64) error {
 		return fmt.Errorf("size home image: %w", err)
 	}
 	// No reserved blocks, root-owned root directory; lazy init keeps creation fast and the file sparse.
-	out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "root_owner=0:0,lazy_itable_init=1,lazy_journal_init=1", path).CombinedOutput()
+	out, err := systemTool("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "root_owner=0:0,lazy_itable_init=1,lazy_journal_init=1", path).CombinedOutput()
 	if err != nil {
 		os.Remove(path)
 		return fmt.Errorf("mkfs.ext4 %s: %v: %s", path, err, strings.TrimSpace(string(out)))
@@ -142,7 +168,7 @@ func makeImage(path string, sizeMiB int64) error {
 
 // mountImage loop-mounts img on dir, nosuid,nodev (mount(8) sets up an autoclear loop device).
 func mountImage(img, dir string) error {
-	out, err := exec.Command("mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,discard", img, dir).CombinedOutput()
+	out, err := systemTool("mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,discard", img, dir).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mount %s: %v: %s", img, err, strings.TrimSpace(string(out)))
 	}
@@ -227,7 +253,7 @@ func (d *homeDisk) migrate(img, home string) error {
 	if err := mountImage(img, tmp); err != nil {
 		return err
 	}
-	out, err := exec.Command("cp", "-a", home+"/.", tmp+"/").CombinedOutput()
+	out, err := systemTool("cp", "-a", home+"/.", tmp+"/").CombinedOutput()
 	uerr := unmountHome(tmp)
 	if err != nil {
 		return fmt.Errorf("%w: copy the home into its %s image: %v: %s", ErrDiskLimit, filepath.Base(img), err, strings.TrimSpace(string(out)))
@@ -260,7 +286,7 @@ func (d *homeDisk) grow(img, home string, limitMiB int64) error {
 	if err := os.Truncate(img, limitMiB<<20); err != nil {
 		return fmt.Errorf("grow home image: %w", err)
 	}
-	out, err := exec.Command("resize2fs", loopDevice(home), fmt.Sprintf("%dM", limitMiB)).CombinedOutput()
+	out, err := systemTool("resize2fs", loopDevice(home), fmt.Sprintf("%dM", limitMiB)).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("resize2fs %s: %v: %s", img, err, strings.TrimSpace(string(out)))
 	}
@@ -283,7 +309,7 @@ func loopDevice(dir string) string {
 		}
 	}
 	if dev != "" {
-		exec.Command("losetup", "-c", dev).Run()
+		systemTool("losetup", "-c", dev).Run()
 	}
 	return dev
 }
