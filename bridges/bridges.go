@@ -198,7 +198,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	if n := m.disk.reconcile(); n > 0 {
 		m.logger.Info("unmounted home images left mounted by a previous gateway", "agents", n)
 	}
-	m.launchers[api.BackendBwrap] = &bwrapLauncher{bwrap: cfg.BwrapPath, helper: cfg.HelperPath, cg: cg, cg2: cg2, diskDetail: m.disk.describe(), logger: m.logger}
+	m.launchers[api.BackendBwrap] = &bwrapLauncher{bwrap: cfg.BwrapPath, helper: cfg.HelperPath, cg: cg, cg2: cg2, diskDetail: m.disk.describe(), diskFsize: m.disk.mode == DiskCheck, logger: m.logger}
 	m.container = &containerLauncher{engine: cfg.ContainerEngine, image: cfg.DefaultImage, helper: cfg.HelperPath, instance: cfg.Instance, logger: m.logger}
 	m.launchers[api.BackendContainer] = m.container
 	if cfg.AllowHost {

@@ -174,6 +174,7 @@ type bwrapLauncher struct {
 	nets  map[string]*netStack // running network stacks by agent id
 
 	diskDetail string // the home size limit in force (for Probe)
+	diskFsize  bool   // homes are only checked periodically: RLIMIT_FSIZE = the disk limit
 }
 
 func (l *bwrapLauncher) Backend() string { return api.BackendBwrap }
@@ -304,6 +305,10 @@ func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, e
 	} else {
 		bs.HelperArgs = rlimitArgs(spec.Limits.Pids, spec.Limits.MemoryMiB, true, true)
 		argv = []string{bw}
+	}
+	if l.diskFsize && spec.Limits.DiskMiB > 0 {
+		// The periodic home check acts after the fact; no single file may outgrow the limit meanwhile.
+		bs.HelperArgs = append(bs.HelperArgs, "--rlimit-fsize", strconv.FormatInt(spec.Limits.DiskMiB<<20, 10))
 	}
 	// The jail's argv goes through an fd (--args): /proc/1/cmdline inside the jail would otherwise
 	// show the host paths of the agent's home and the helper.

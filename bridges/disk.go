@@ -31,7 +31,7 @@ const (
 )
 
 // DefaultDiskCheckInterval is how often DiskCheck measures a running agent's home.
-const DefaultDiskCheckInterval = 5 * time.Second
+const DefaultDiskCheckInterval = 2 * time.Second
 
 // diskSlackBytes: in DiskCheck mode an agent over its limit may still grow by this much (a shell's
 // history, an editor's swap file) while its user deletes files.
@@ -84,7 +84,7 @@ func (d *homeDisk) describe() string {
 	if d.mode == DiskImage {
 		return "disk: an ext4 image per home, mounted nosuid,nodev (writes past the limit fail: no space left)"
 	}
-	return fmt.Sprintf("disk: home usage checked every %s (an agent past its limit is stopped; not a hard quota)", d.interval)
+	return fmt.Sprintf("disk: home usage checked every %s (an agent past its limit is stopped; not a hard quota) + rlimit fsize (no file over the limit)", d.interval)
 }
 
 func imagePath(dataDir, agentID string) string {
@@ -389,7 +389,7 @@ func (d *homeDisk) watch(done <-chan struct{}, home string, limitMiB int64, stop
 	if u, err := homeUsage(home); err == nil && u > allowed {
 		allowed = u
 	}
-	t := time.NewTicker(d.interval)
+	t := time.NewTimer(d.interval)
 	defer t.Stop()
 	for {
 		select {
@@ -397,7 +397,10 @@ func (d *homeDisk) watch(done <-chan struct{}, home string, limitMiB int64, stop
 			return
 		case <-t.C:
 		}
+		start := time.Now()
 		u, err := homeUsage(home)
+		// A large home takes long to walk: at most a tenth of the time is spent measuring it.
+		t.Reset(max(d.interval, 10*time.Since(start)))
 		if err != nil {
 			d.logger.Warn("measure home", "home", home, "err", err)
 			continue

@@ -26,8 +26,9 @@ func diskModes(t *testing.T) []string {
 }
 
 // TestHomeDiskLimit (issue 7, row 8): writing 3 GiB into a home limited to 64 MiB fails (image:
-// "No space left on device") or stops the agent with a message naming the limit (check); the
-// home stays near its limit, nothing of it is removed, and the agent can start again to delete files.
+// "No space left on device"; check: one file cannot outgrow the limit, and many files stop the
+// agent with a message naming the limit); the home stays near its limit, nothing of it is
+// removed, and the agent can start again to delete files.
 func TestHomeDiskLimit(t *testing.T) {
 	testenv.LookPath(t, "bwrap")
 	for _, mode := range diskModes(t) {
@@ -36,14 +37,25 @@ func TestHomeDiskLimit(t *testing.T) {
 			a := agent("disk1", api.BackendBwrap, api.NetworkNone, api.Limits{DiskMiB: 64})
 			home := AgentHome(cfg.DataDir, a.ID)
 			sh(t, m, a, "echo keep > $HOME/keep.txt")
+			// One file of 3 GiB: no space (image), or no file over the limit (check: RLIMIT_FSIZE).
+			res := sh(t, m, a, "dd if=/dev/zero of=$HOME/big bs=1M count=3072 2>&1; echo rc=$?; stat -c %s $HOME/big")
+			t.Logf("3 GiB file into a 64 MiB home: %q", lastLines(res.Stdout, 3))
+			if mode == DiskImage && !strings.Contains(res.Stdout, "No space left on device") {
+				t.Errorf("image: dd = %q, want No space left on device", res.Stdout)
+			}
+			if strings.Contains(res.Stdout, "rc=0") || strings.Contains(res.Stdout, "3221225472") {
+				t.Errorf("a 3 GiB file was written into a 64 MiB home: %q", res.Stdout)
+			}
+			// Many files of 60 MiB each: the image fills up; the check stops the agent.
+			sh(t, m, a, "rm -f $HOME/big")
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			res, err := m.Exec(ctx, a, api.ExecRequest{Command: []string{"sh", "-c", "dd if=/dev/zero of=$HOME/big bs=1M count=3072 2>&1"}, TimeoutS: 100})
+			res, err := m.Exec(ctx, a, api.ExecRequest{Command: []string{"sh", "-c", `i=0; while [ $i -lt 48 ]; do i=$((i+1)); dd if=/dev/zero of=$HOME/f$i bs=1M count=60 2>&1 || break; done`}, TimeoutS: 100})
 			used, uerr := homeUsage(home)
 			if uerr != nil {
 				t.Fatal(uerr)
 			}
-			t.Logf("3 GiB into a 64 MiB home: exec err %v; stdout %q; home uses %d MiB", err, lastLines(res.Stdout, 2), used>>20)
+			t.Logf("48 files of 60 MiB into a 64 MiB home: exec err %v; stdout %q; home uses %d MiB", err, lastLines(res.Stdout, 2), used>>20)
 			switch mode {
 			case DiskImage:
 				if err != nil || !strings.Contains(res.Stdout, "No space left on device") {
@@ -54,17 +66,17 @@ func TestHomeDiskLimit(t *testing.T) {
 				}
 			case DiskCheck:
 				if err == nil {
-					t.Errorf("check: dd of 3 GiB ran to the end: %+v", res)
+					t.Errorf("check: 2.8 GiB of files were written to the end: %+v", res)
 				} else if !errors.Is(err, ErrDiskLimit) || !strings.Contains(err.Error(), "over its 64 MiB limit") {
 					t.Errorf("check: exec error %q does not say the home is over its 64 MiB limit", err)
 				}
-				// Stopped within a few intervals: far below the 3 GiB asked for.
+				// Stopped within a few intervals: far below the 2.8 GiB asked for.
 				if used > 1<<30 {
 					t.Errorf("check: home uses %d MiB; the writer was not stopped", used>>20)
 				}
 			}
 			// No data lost; the agent runs again and its user can delete the big file.
-			r := sh(t, m, a, "cat $HOME/keep.txt; rm -f $HOME/big; echo removed")
+			r := sh(t, m, a, "cat $HOME/keep.txt; rm -f $HOME/f*; echo removed")
 			if !strings.Contains(r.Stdout, "keep") || !strings.Contains(r.Stdout, "removed") {
 				t.Errorf("after the limit: %+v", r)
 			}

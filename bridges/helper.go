@@ -37,7 +37,7 @@ const helperProcs = 1
 //	(none)       serve one yamux session over stdin/stdout with the given handlers (inside the sandbox)
 //	init         a container's pid 1: reap children, exit on SIGTERM
 //
-// Serving flags: --rlimit-nproc N and --rlimit-data BYTES lower the helper's own limits (inherited by
+// Serving flags: --rlimit-nproc N, --rlimit-data BYTES and --rlimit-fsize BYTES lower the helper's own limits (inherited by
 // everything it starts) when the gateway cannot use cgroups; --kill-all-on-exit kills every process of
 // the sandbox's pid namespace when the session ends (containers, whose pid 1 outlives the helper).
 func RunHelper(ctx context.Context, args []string, handlers map[string]Handler) error {
@@ -55,6 +55,7 @@ func RunHelper(ctx context.Context, args []string, handlers map[string]Handler) 
 	fs := flag.NewFlagSet("helper", flag.ContinueOnError)
 	nproc := fs.Int("rlimit-nproc", 0, "RLIMIT_NPROC for the sandbox (0 = unchanged)")
 	data := fs.Int64("rlimit-data", 0, "RLIMIT_DATA bytes per process (0 = unchanged)")
+	fsize := fs.Int64("rlimit-fsize", 0, "RLIMIT_FSIZE bytes: the largest file a process may write (0 = unchanged)")
 	killAll := fs.Bool("kill-all-on-exit", false, "kill every process of the pid namespace when the session ends")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -63,7 +64,7 @@ func RunHelper(ctx context.Context, args []string, handlers map[string]Handler) 
 	// Threads first, while the sandbox has pids to spare: under a fork bomb the Go runtime could
 	// not create one later and would abort the helper (and end every terminal of the agent).
 	reserveThreads(helperThreadReserve)
-	limits, err := applyRlimits(*nproc, *data)
+	limits, err := applyRlimits(*nproc, *data, *fsize)
 	if err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func detachStdio() (in, out *os.File, err error) {
 
 // applyRlimits lowers the helper's own limits (soft and hard) so everything it starts inherits them.
 // RLIMIT_NPROC is counted per user namespace, so it bounds this sandbox only.
-func applyRlimits(nproc int, data int64) (string, error) {
+func applyRlimits(nproc int, data, fsize int64) (string, error) {
 	var done []string
 	if nproc > 0 {
 		l := syscall.Rlimit{Cur: uint64(nproc), Max: uint64(nproc)}
@@ -262,6 +263,13 @@ func applyRlimits(nproc int, data int64) (string, error) {
 			return "", fmt.Errorf("helper: setrlimit data=%d: %w", data, err)
 		}
 		done = append(done, fmt.Sprintf("data=%dMiB", data>>20))
+	}
+	if fsize > 0 {
+		l := syscall.Rlimit{Cur: uint64(fsize), Max: uint64(fsize)}
+		if err := syscall.Setrlimit(unix.RLIMIT_FSIZE, &l); err != nil {
+			return "", fmt.Errorf("helper: setrlimit fsize=%d: %w", fsize, err)
+		}
+		done = append(done, fmt.Sprintf("fsize=%dMiB", fsize>>20))
 	}
 	return strings.Join(done, " "), nil
 }
