@@ -103,6 +103,11 @@ func TestHomeNosuid(t *testing.T) {
 		return // an unprivileged gateway cannot make a setuid-root file
 	}
 	home := AgentHome(cfg.DataDir, a.ID)
+	// The attack of row 9 itself: chmod 4755 in the jail leaves no setuid file on the host.
+	r := sh(t, m, a, "cp /bin/true $HOME/y; chmod 4755 $HOME/y; chmod u+s $HOME/y; stat -c %a $HOME/y")
+	if fi, err := os.Stat(filepath.Join(home, "y")); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Errorf("after chmod 4755 in the jail (%q), the host sees %v, %v; want no setuid bit", r.Stdout+r.Stderr, fi.Mode(), err)
+	}
 	// Row 10: with its image, the home's host path does not show in the jail's mountinfo.
 	if strings.Contains(res.Stdout, cfg.DataDir) {
 		t.Errorf("the jail's mountinfo shows the data dir: %q", res.Stdout)
