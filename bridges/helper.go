@@ -172,8 +172,9 @@ func ServeHelper(ctx context.Context, rw io.ReadWriteCloser, handlers map[string
 // helperThreadReserve is how many OS threads the helper creates at start and keeps idle. Each
 // running command holds one in its wait, each start one in fork; the runtime reuses idle
 // threads before it asks the kernel for a new one, which fails once the agent's processes
-// took every pid of its limit.
-const helperThreadReserve = 48
+// took every pid of its limit. Threads count against the agent's pid limit too: 16 is the
+// gateway's default cap of concurrent execs per agent, and a small part of a 64-pid agent.
+const helperThreadReserve = 16
 
 // reserveThreads makes the runtime create n OS threads now and park them in its idle pool:
 // n goroutines each lock a thread of their own, wait until all are locked, then unlock and

@@ -140,8 +140,8 @@ func TestLifecycle(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// The helper dies inside the sandbox (its command kills its own parent).
-				_, err = m.Exec(ctx, a, api.ExecRequest{Command: []string{"sh", "-c", "kill -9 $PPID; sleep 5"}})
+				// The helper dies inside the sandbox (its command kills the parent of its reaper).
+				_, err = m.Exec(ctx, a, api.ExecRequest{Command: []string{"sh", "-c", "kill -9 $(ps -o ppid= -p $PPID); sleep 5"}})
 				if err == nil {
 					t.Errorf("Exec whose helper died returned no error")
 				}
@@ -185,7 +185,10 @@ func TestLifecycle(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sh(t, m, a, "setsid sleep 1000 > /dev/null 2>&1 & sleep 0.5") // escapes the exec's process group
+				// A running exec with a setsid'd child (escaping its process group): the reaper of
+				// each exec kills such escapes when the exec ends, so the exec is still running here.
+				go m.Exec(ctx, a, api.ExecRequest{Command: []string{"sh", "-c", "setsid sleep 1000 > /dev/null 2>&1 & sleep 1000"}, TimeoutS: 600}) // owner: this test; ends when m closes
+				time.Sleep(500 * time.Millisecond)
 				var tree []int
 				if typ == api.BackendBwrap {
 					tree = descendants(hostPid(t, c))
