@@ -34,14 +34,15 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/porthole/porthole/internal/sandboxproc/reap"
 )
 
-// ReapArg is argv[1] of the reaper process.
-const ReapArg = "__porthole_reap"
+// ReapArg is argv[1] of the reaper process (package reap, which takes the process over in its init).
+const ReapArg = reap.Arg
 
-// OOMScoreAdj is the oom_score_adj every started process gets (the helper keeps its own, 0):
-// the kernel's OOM killer then picks an agent's process before its helper.
-const OOMScoreAdj = 1000
+// OOMScoreAdj is the oom_score_adj every started process gets (the helper keeps its own, 0).
+const OOMScoreAdj = reap.OOMScoreAdj
 
 // killGrace is how long Kill waits for the reaper to kill the tree before it SIGKILLs the
 // reaper and both process groups itself.

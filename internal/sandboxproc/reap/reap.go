@@ -1,25 +1,39 @@
 //go:build linux
 
-package sandboxproc
+// Package reap is the reaper process of package sandboxproc. It is a package of its own, with
+// only standard-library imports, so that Go initializes it (and it takes over a process started
+// as the reaper) before the heavy packages of the binary it is linked into: a reaper's start
+// then costs about a Go runtime start, not the gateway's whole initialization.
+package reap
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+)
+
+// Arg is argv[1] of the reaper process.
+const Arg = "__porthole_reap"
+
+// OOMScoreAdj is the oom_score_adj every started process gets (the helper keeps its own, 0):
+// the kernel's OOM killer then picks an agent's process before its helper.
+const OOMScoreAdj = 1000
+
+const (
+	prSetChildSubreaper = 36
+	sysCloseRange       = 436
+	closeRangeCloexec   = 1 << 2
 )
 
 // A binary that imports this package becomes the reaper when run with ReapArg as argv[1]
 // (Start runs /proc/self/exe so): this runs before main and before any TestMain.
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == ReapArg {
+	if len(os.Args) > 1 && os.Args[1] == Arg {
 		os.Exit(reapMain(os.Args[2:]))
 	}
 }
@@ -29,8 +43,8 @@ func init() {
 func reapMain(argv []string) int {
 	runtime.GOMAXPROCS(1)
 	status := os.NewFile(3, "status")
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(status, "err %d %s\n", code, fmt.Sprintf(format, args...))
+	fail := func(code int, msg string) int {
+		status.WriteString("err " + strconv.Itoa(code) + " " + msg + "\n")
 		return code
 	}
 	if len(argv) < 3 {
@@ -38,9 +52,9 @@ func reapMain(argv []string) int {
 	}
 	ctty, path, args := argv[0] == "ctty", argv[1], argv[2:]
 	// Nothing inherited: only 0, 1, 2 reach the command (the status pipe is close-on-exec too).
-	unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return fail(126, "reaper: PR_SET_CHILD_SUBREAPER: %v", err)
+	syscall.RawSyscall(sysCloseRange, 3, ^uintptr(0), closeRangeCloexec)
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
+		return fail(126, "reaper: PR_SET_CHILD_SUBREAPER: "+e.Error())
 	}
 	// The command inherits the raised score; the reaper then goes back to the lowest score it
 	// may set unprivileged (0), so that memory pressure picks the command, not its reaper.
@@ -51,21 +65,22 @@ func reapMain(argv []string) int {
 	if ctty {
 		sys.Foreground, sys.Ctty = true, 0
 	}
-	proc, err := os.StartProcess(path, append([]string{}, args...), &os.ProcAttr{
+	// syscall.ForkExec, not os.StartProcess: the latter's first use forks a probe child (pidfd
+	// support check), a fork per reaper for nothing.
+	cmdPid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{
 		Env:   os.Environ(),
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Files: []uintptr{0, 1, 2},
 		Sys:   sys,
 	})
 	if err != nil {
 		code := 126
-		if os.IsNotExist(err) {
+		if err == syscall.ENOENT {
 			code = 127
 		}
-		return fail(code, "%v", err)
+		return fail(code, err.Error())
 	}
 	setOOMScoreAdj(0)
-	cmdPid := proc.Pid
-	fmt.Fprintf(status, "pid %d\n", cmdPid)
+	status.WriteString("pid " + strconv.Itoa(cmdPid) + "\n")
 	status.Close()
 
 	var killing atomic.Bool
@@ -131,10 +146,10 @@ func killChildren() {
 // lacks it, by scanning /proc for processes whose parent is the reaper.
 func children() []int {
 	var pids []int
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
-	if len(tasks) > 0 {
-		for _, f := range tasks {
-			b, _ := os.ReadFile(f)
+	tasks, _ := os.ReadDir("/proc/self/task")
+	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"); err == nil {
+		for _, task := range tasks {
+			b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
 			for _, s := range strings.Fields(string(b)) {
 				if pid, err := strconv.Atoi(s); err == nil {
 					pids = append(pids, pid)
