@@ -23,10 +23,10 @@ type LimitPolicy struct {
 }
 
 // DefaultMaxLimits are the ceilings when the server sets none.
-var DefaultMaxLimits = api.Limits{Pids: 8192, MemoryMiB: 64 << 10, CPUPct: 100 * runtime.NumCPU()}
+var DefaultMaxLimits = api.Limits{Pids: 8192, MemoryMiB: 64 << 10, CPUPct: 100 * runtime.NumCPU(), DiskMiB: 100 << 10}
 
 // absoluteLimits bound every limit anyone may ask for; beyond them a request is malformed (400).
-var absoluteLimits = api.Limits{Pids: 1 << 20, MemoryMiB: 1 << 24, CPUPct: 100 * 1024}
+var absoluteLimits = api.Limits{Pids: 1 << 20, MemoryMiB: 1 << 24, CPUPct: 100 * 1024, DiskMiB: 1 << 24}
 
 // Quotas bound what one user may hold at once. Zero fields take the defaults below.
 type Quotas struct {
@@ -51,6 +51,7 @@ var limitFields = []struct {
 	{"pids", "default-pids", "max-pids", func(l api.Limits) int64 { return int64(l.Pids) }, func(l *api.Limits, v int64) { l.Pids = int(v) }},
 	{"memory_mib", "default-memory-mib", "max-memory-mib", func(l api.Limits) int64 { return l.MemoryMiB }, func(l *api.Limits, v int64) { l.MemoryMiB = v }},
 	{"cpu_pct", "default-cpu-pct", "max-cpu-pct", func(l api.Limits) int64 { return int64(l.CPUPct) }, func(l *api.Limits, v int64) { l.CPUPct = int(v) }},
+	{"disk_mib", "default-disk-mib", "max-disk-mib", func(l api.Limits) int64 { return l.DiskMiB }, func(l *api.Limits, v int64) { l.DiskMiB = v }},
 }
 
 // resolve fills zero fields and checks Default <= Max <= the absolute bounds.
