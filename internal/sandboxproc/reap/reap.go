@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
-
 )
 
 // Arg is argv[1] of the reaper process.
