@@ -291,12 +291,13 @@ func TestHelperSurvivesForkBomb(t *testing.T) {
 	}()
 	time.Sleep(2 * time.Second) // the bomb is at the limit by now
 	var wg sync.WaitGroup
-	errs := make(chan string, 20)
-	for range 20 {
+	// More at once than the gateway's per-agent cap (16), each holding a helper thread in its wait.
+	errs := make(chan string, 40)
+	for range 40 {
 		wg.Add(1)
 		go func() { // owner: this test (wg)
 			defer wg.Done()
-			res, err := m.Exec(ctx, a, api.ExecRequest{Command: []string{"true"}, TimeoutS: 20})
+			res, err := m.Exec(ctx, a, api.ExecRequest{Command: []string{"sleep", "1"}, TimeoutS: 20})
 			switch {
 			case err != nil:
 				errs <- "transport error: " + err.Error()
