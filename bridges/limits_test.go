@@ -78,6 +78,21 @@ func TestJailTmpfsBounded(t *testing.T) {
 	const memMiB = 256 // caps: /tmp 64 MiB, /dev/shm 32, /var/tmp 16, /run 4
 	caps := map[string]int64{"/tmp": 64 << 20, "/dev/shm": 32 << 20, "/var/tmp": 16 << 20, "/run": 4 << 20}
 	a := agent("tmpfs1", api.BackendBwrap, api.NetworkNone, api.Limits{Pids: 128, MemoryMiB: memMiB})
+	// /readyz says which limits bind and which do not.
+	for _, r := range m.Probe(t.Context()) {
+		if r.Backend != api.BackendBwrap {
+			continue
+		}
+		want := []string{"tmpfs sized", "disk: "}
+		if os.Getuid() != 0 {
+			want = append(want, "rlimit nproc", "NOT limited: total memory, cpu")
+		}
+		for _, w := range want {
+			if !strings.Contains(r.Detail, w) {
+				t.Errorf("bwrap probe detail %q lacks %q", r.Detail, w)
+			}
+		}
+	}
 	c, err := m.Conn(t.Context(), a)
 	if err != nil {
 		t.Fatal(err)
