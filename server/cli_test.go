@@ -152,6 +152,10 @@ func TestServeConfigPrecedence(t *testing.T) {
 		{"env bool", nil, map[string]string{"PORTHOLE_ALLOW_HOST_BACKEND": "true"}, func(c ServeConfig) any { return c.AllowHostBackend }, true},
 		{"flag bool over env", []string{"--allow-host-backend=false"}, map[string]string{"PORTHOLE_ALLOW_HOST_BACKEND": "true"}, func(c ServeConfig) any { return c.AllowHostBackend }, false},
 		{"env engine", nil, map[string]string{"PORTHOLE_CONTAINER_ENGINE": "unix:///run/x.sock"}, func(c ServeConfig) any { return c.ContainerEngine }, "unix:///run/x.sock"},
+		{"env int", nil, map[string]string{"PORTHOLE_MAX_PIDS": "4096"}, func(c ServeConfig) any { return c.MaxPids }, 4096},
+		{"flag int over env", []string{"--max-pids", "1024"}, map[string]string{"PORTHOLE_MAX_PIDS": "4096"}, func(c ServeConfig) any { return c.MaxPids }, 1024},
+		{"flag quota", []string{"--max-terminals-per-user", "4"}, nil, func(c ServeConfig) any { return c.MaxTerminalsPerUser }, 4},
+		{"env hosts", nil, map[string]string{"PORTHOLE_ALLOWED_HOST": "a.example, b.example"}, func(c ServeConfig) any { return strings.Join(c.AllowedHosts, "|") }, "a.example|b.example"},
 	}
 	for _, c := range cases {
 		got, err := LoadServeConfig(c.args, func(k string) string { return c.env[k] }, io.Discard)
@@ -171,6 +175,8 @@ func TestServeConfigPrecedence(t *testing.T) {
 		{[]string{"extra"}, nil},
 		{[]string{"--config", "/does/not/exist.json"}, nil},
 		{nil, map[string]string{"PORTHOLE_ALLOW_HOST_BACKEND": "maybe"}},
+		{nil, map[string]string{"PORTHOLE_MAX_PIDS": "lots"}},
+		{[]string{"--max-pids", "x"}, nil},
 	}
 	for _, b := range bad {
 		if _, err := LoadServeConfig(b.args, func(k string) string { return b.env[k] }, io.Discard); err == nil {
@@ -188,7 +194,13 @@ func TestServeConfigPrecedence(t *testing.T) {
 	if err != nil || cfg.IdleTimeout != 5*time.Minute || cfg.AdminPassword != "pw-from-env" || len(cfg.TrustedProxies) != 1 || cfg.TrustedProxies[0].String() != "10.0.0.0/8" {
 		t.Errorf("Config() = %+v, %v", cfg, err)
 	}
-	for _, bad := range []ServeConfig{{IdleTimeout: "soon"}, {IdleTimeout: "1m", TrustedProxies: []string{"not-an-ip"}}} {
+	sc, _ = LoadServeConfig([]string{"--default-pids", "256", "--max-pids", "1024", "--max-terminals-per-user", "3", "--max-execs-per-agent", "5"}, func(string) string { return "" }, io.Discard)
+	if cfg, err := sc.Config(func(string) string { return "" }, nil); err != nil || cfg.Limits.Default.Pids != 256 || cfg.Limits.Max.Pids != 1024 ||
+		cfg.Terminal.MaxPerUser != 3 || cfg.Quotas.ExecsPerAgent != 5 {
+		t.Errorf("Config() limits and quotas = %+v %+v %+v, %v", cfg.Limits, cfg.Terminal, cfg.Quotas, err)
+	}
+	for _, bad := range []ServeConfig{{IdleTimeout: "soon"}, {IdleTimeout: "1m", TrustedProxies: []string{"not-an-ip"}},
+		{IdleTimeout: "1m", DefaultPids: 600, MaxPids: 500}, {IdleTimeout: "1m", MaxMemoryMiB: -1}, {IdleTimeout: "1m", MaxAgentsPerUser: -2}} {
 		if _, err := bad.Config(func(string) string { return "" }, nil); err == nil {
 			t.Errorf("Config(%+v) = nil error, want one", bad)
 		}
