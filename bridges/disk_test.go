@@ -178,3 +178,32 @@ func BenchmarkHomeImageCreate(b *testing.B) {
 	}
 	reportMs(b, "create", ds)
 }
+
+// TestHomeImageMigrates: a home made before home images (a plain directory of the data dir) is
+// copied into its new image at the next start as root: nothing is lost, and the limit then binds.
+func TestHomeImageMigrates(t *testing.T) {
+	testenv.LookPath(t, "bwrap")
+	if os.Getuid() != 0 {
+		testenv.Missing(t, "root, to mount home images")
+	}
+	testenv.LookPath(t, "mkfs.ext4")
+	data := t.TempDir()
+	a := agent("mig1", api.BackendBwrap, api.NetworkNone, api.Limits{DiskMiB: 64})
+	m1, _ := newTestManager(t, func(c *Config) { c.DataDir = data; c.DiskMode = DiskCheck })
+	sh(t, m1, a, "mkdir -p $HOME/d && echo kept > $HOME/d/f && ln -s d/f $HOME/link")
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := newTestManager(t, func(c *Config) { c.DataDir = data; c.DiskMode = DiskImage })
+	res := sh(t, m2, a, "cat $HOME/d/f $HOME/link; ls -A $HOME")
+	if res.Stdout != "kept\nkept\nd\nlink\n" {
+		t.Errorf("after the move into the image: %q, want the files and nothing else", res.Stdout)
+	}
+	home := AgentHome(data, a.ID)
+	if !isMountPoint(home) {
+		t.Errorf("%s is not a mount point after the move", home)
+	}
+	if r := sh(t, m2, a, "dd if=/dev/zero of=$HOME/big bs=1M count=200 2>&1"); !strings.Contains(r.Stdout, "No space left on device") {
+		t.Errorf("200 MiB into the migrated 64 MiB home: %q", r.Stdout)
+	}
+}
