@@ -127,17 +127,25 @@ func TestSeccompFilterVerdicts(t *testing.T) {
 	}
 }
 
-// TestJailHardening attacks the helper and the host from inside a real bwrap jail: the jail
-// runs under the seccomp filter, the helper cannot be ptraced or read through /proc, setuid bits
+// TestJailHardening attacks the helper and the host from inside a real bwrap jail and a real
+// container: both run under the seccomp filter (bwrap installs it; a container's helper installs
+// it on itself), the helper cannot be ptraced or read through /proc, setuid bits
 // and new namespaces are refused, every started process is first in line for the OOM killer,
 // and a command's setsid escape dies with its exec.
 func TestJailHardening(t *testing.T) {
-	requireBackend(t, api.BackendBwrap)
+	for _, backend := range []string{api.BackendBwrap, api.BackendContainer} {
+		t.Run(backend, func(t *testing.T) { testJailHardening(t, backend) })
+	}
+}
+
+func testJailHardening(t *testing.T, backend string) {
+	requireBackend(t, backend)
 	m, _ := newTestManager(t, nil)
-	a := agent("hard1", api.BackendBwrap, api.NetworkNone, api.Limits{})
+	a := agent("hard1", backend, api.NetworkNone, api.Limits{})
 	helperPid := func() string {
 		t.Helper()
-		res := sh(t, m, a, "pgrep -o -f '^/opt/porthole/porthole helper'")
+		// The serving helper, not a container's init (`helper init`).
+		res := sh(t, m, a, "pgrep -o -f '^/opt/porthole/porthole helper( -|$)'")
 		pid := strings.TrimSpace(res.Stdout)
 		if res.ExitCode != 0 || pid == "" {
 			t.Fatalf("helper pid not found in the jail: %+v", res)

@@ -39,7 +39,8 @@ const helperProcs = 1
 //
 // Serving flags: --rlimit-nproc N, --rlimit-data BYTES and --rlimit-fsize BYTES lower the helper's own limits (inherited by
 // everything it starts) when the gateway cannot use cgroups; --kill-all-on-exit kills every process of
-// the sandbox's pid namespace when the session ends (containers, whose pid 1 outlives the helper).
+// the sandbox's pid namespace when the session ends (containers, whose pid 1 outlives the helper);
+// --seccomp installs the jail's seccomp filter on the helper itself (containers: the engine's profile is laxer).
 func RunHelper(ctx context.Context, args []string, handlers map[string]Handler) error {
 	// Not dumpable: the agent runs as the helper's uid, and must neither ptrace it nor read its
 	// /proc/<pid>/mem, environ or fds (the session pipe). Children get dumpable back at exec.
@@ -57,8 +58,14 @@ func RunHelper(ctx context.Context, args []string, handlers map[string]Handler) 
 	data := fs.Int64("rlimit-data", 0, "RLIMIT_DATA bytes per process (0 = unchanged)")
 	fsize := fs.Int64("rlimit-fsize", 0, "RLIMIT_FSIZE bytes: the largest file a process may write (0 = unchanged)")
 	killAll := fs.Bool("kill-all-on-exit", false, "kill every process of the pid namespace when the session ends")
+	filter := fs.Bool("seccomp", false, "install the jail's seccomp filter on the helper itself (backends that cannot pass one)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *filter {
+		if err := installSeccomp(); err != nil {
+			return fmt.Errorf("helper: %w", err)
+		}
 	}
 	runtime.GOMAXPROCS(helperProcs)
 	// Threads first, while the sandbox has pids to spare: under a fork bomb the Go runtime could

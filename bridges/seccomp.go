@@ -7,8 +7,10 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"unsafe"
 
 	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
 )
 
 // The jail's seccomp filter: a classic BPF program generated here (pure Go) and handed to bwrap
@@ -233,4 +235,33 @@ func seccompSyscalls() []string {
 	}
 	slices.Sort(s)
 	return s
+}
+
+// installSeccomp installs this machine's filter on the calling process, all its threads
+// included (TSYNC), with no_new_privs: the container backend's helper calls it first, so that
+// it and everything it starts run under the same filter as a bwrap jail's (the engine's own
+// default profile allows ptrace and setuid chmod).
+func installSeccomp() error {
+	raw, err := seccompFilter(runtime.GOARCH)
+	if err != nil {
+		return err
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, ins := range raw {
+		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("seccomp: PR_SET_NO_NEW_PRIVS: %w", err)
+	}
+	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+	if errno != 0 {
+		return fmt.Errorf("seccomp: install filter: %w", errno)
+	}
+	if r != 0 { // TSYNC: thread r could not be synchronised
+		return fmt.Errorf("seccomp: install filter: thread %d could not take it", r)
+	}
+	runtime.KeepAlive(filter)
+	return nil
 }
