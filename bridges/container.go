@@ -48,6 +48,21 @@ func (l *containerLauncher) Backend() string { return api.BackendContainer }
 // ContainerName is the name of an agent's container for a gateway instance.
 func ContainerName(instance, agentID string) string { return "porthole-" + instance + "-" + agentID }
 
+// NetworkName is the name of the engine network of an agent with network "full": each such agent
+// has a bridge network of its own, so that no two agents share a link.
+func NetworkName(instance, agentID string) string { return ContainerName(instance, agentID) }
+
+// agentNetSpec is the labelSpec of an agent's network: a network with another one is replaced.
+//
+// "isolate" drops forwarded traffic between two isolated networks (podman 4.3 with CNI: the
+// firewall plugin's ingressPolicy "same-bridge"; netavark has the option too), so one agent cannot
+// reach another agent's address through the host's routing. podman's compat API isolates the
+// networks it creates even without the option; it is explicit here so that the intent does not
+// depend on that default. Docker isolates its bridge networks from each other by default.
+// Outbound traffic is masqueraded as on the default bridge, and the host's loopback stays out of
+// reach as for any bridge (route_localnet is off).
+const agentNetSpec = "driver=bridge isolate=true"
+
 func (l *containerLauncher) client() (*client.Client, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -137,15 +152,79 @@ func (l *containerLauncher) Reconcile(ctx context.Context) (int, error) {
 			errs = append(errs, fmt.Errorf("remove leftover container %s: %w", c.ID[:12], err))
 		}
 	}
+	// Then the agents' networks (a network in use cannot be removed).
+	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{
+		Filters: make(client.Filters).Add("label", LabelGateway+"="+l.instance),
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("container backend: list leftover networks: %w", err))
+	}
+	for _, n := range nets.Items {
+		if _, err := cli.NetworkRemove(ctx, n.Name, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove leftover network %s: %w", n.Name, err))
+		}
+	}
 	l.mu.Lock()
 	l.reconciled = true
 	l.mu.Unlock()
 	return len(list.Items), errors.Join(errs...)
 }
 
+// ensureNetwork returns the name of the agent's own network, creating it if needed.
+func (l *containerLauncher) ensureNetwork(ctx context.Context, cli *client.Client, agentID string) (string, error) {
+	name := NetworkName(l.instance, agentID)
+	labels := map[string]string{LabelAgent: agentID, LabelGateway: l.instance, labelSpec: agentNetSpec}
+	insp, err := cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	switch {
+	case err == nil:
+		ok := true
+		for k, v := range labels {
+			ok = ok && insp.Network.Labels[k] == v
+		}
+		if ok {
+			return name, nil
+		}
+		// Made otherwise (an older gateway, or by hand): replaced; it cannot be while in use.
+		if err := l.removeNetwork(ctx, cli, agentID); err != nil {
+			return "", unavailable(api.BackendContainer, "replace network %s: %v", name, err)
+		}
+	case !cerrdefs.IsNotFound(err):
+		return "", unavailable(api.BackendContainer, "inspect network %s: %v", name, err)
+	}
+	res, err := cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
+		Driver:  "bridge",
+		Options: map[string]string{"isolate": "true"},
+		Labels:  labels,
+	})
+	if err != nil {
+		return "", unavailable(api.BackendContainer, "create network %s: %v", name, err)
+	}
+	// podman's compat API warns `"isolate: true" is not a recognized option` and applies it.
+	for _, w := range res.Warning {
+		if !strings.Contains(w, "isolate") {
+			l.logger.Warn("container engine warning on network create", "network", name, "warning", w)
+		}
+	}
+	return name, nil
+}
+
+// removeNetwork removes the agent's own network, if any.
+func (l *containerLauncher) removeNetwork(ctx context.Context, cli *client.Client, agentID string) error {
+	name := NetworkName(l.instance, agentID)
+	if _, err := cli.NetworkRemove(ctx, name, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("container backend: remove network %s: %w", name, err)
+	}
+	return nil
+}
+
 func (l *containerLauncher) specLabel(spec AgentSpec, image, user string) string {
+	net := spec.Backend.Network
+	if net == api.NetworkFull {
+		// Its own network: a container of an older gateway on the shared bridge is replaced.
+		net += "(own " + agentNetSpec + ")"
+	}
 	return fmt.Sprintf("image=%s net=%s pids=%d mem=%d cpu=%d home=%s helper=%s user=%s",
-		image, spec.Backend.Network, spec.Limits.Pids, spec.Limits.MemoryMiB, spec.Limits.CPUPct, spec.Home, l.helper, user)
+		image, net, spec.Limits.Pids, spec.Limits.MemoryMiB, spec.Limits.CPUPct, spec.Home, l.helper, user)
 }
 
 // containerNproc is the RLIMIT_NPROC of a container's processes. The agent runs as a non-root uid
@@ -213,6 +292,7 @@ func (l *containerLauncher) ensureAs(ctx context.Context, cli *client.Client, sp
 	name := ContainerName(l.instance, spec.ID)
 	image := l.imageFor(spec.Backend)
 	want := l.specLabel(spec, image, user)
+	full := spec.Backend.Network == api.NetworkFull
 	insp, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case err == nil:
@@ -220,6 +300,11 @@ func (l *containerLauncher) ensureAs(ctx context.Context, cli *client.Client, sp
 		if c.Config != nil && c.Config.Labels[labelSpec] == want {
 			if c.State != nil && c.State.Running {
 				return c.ID, nil
+			}
+			if full {
+				if _, err := l.ensureNetwork(ctx, cli, spec.ID); err != nil {
+					return "", err
+				}
 			}
 			if _, err := cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err == nil {
 				return c.ID, nil
@@ -234,9 +319,15 @@ func (l *containerLauncher) ensureAs(ctx context.Context, cli *client.Client, sp
 	if _, err := cli.ImageInspect(ctx, image); err != nil {
 		return "", unavailable(api.BackendContainer, "image %q: %v", image, err)
 	}
+	// "none": no network at all; "full": the agent's own network, never the engine's shared bridge.
 	network := "none"
-	if spec.Backend.Network == api.NetworkFull {
-		network = "bridge"
+	if full {
+		if network, err = l.ensureNetwork(ctx, cli, spec.ID); err != nil {
+			return "", err
+		}
+	} else if err := l.removeNetwork(ctx, cli, spec.ID); err != nil {
+		// The network of a former "full" spec, now unused.
+		l.logger.Warn("remove the network of a former full agent", "agent", spec.ID, "err", err)
 	}
 	pids := int64(spec.Limits.Pids)
 	hc := &container.HostConfig{
@@ -315,7 +406,7 @@ func (l *containerLauncher) Launch(ctx context.Context, spec AgentSpec) (*Proces
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
-		Cmd:          []string{HelperPathInJail, "helper", "--kill-all-on-exit"},
+		Cmd:          []string{HelperPathInJail, "helper", "--kill-all-on-exit", "--seccomp"},
 		Env:          sandboxEnv(jailHome),
 		WorkingDir:   jailHome,
 		User:         user,
@@ -380,7 +471,7 @@ func (l *containerLauncher) Forget(ctx context.Context, agentID string) error {
 	if _, err := cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("container backend: remove %s: %w", name, err)
 	}
-	return nil
+	return l.removeNetwork(ctx, cli, agentID)
 }
 
 // stop stops (without removing) the agent's container; its home stays on the host.

@@ -34,7 +34,7 @@ func processesWith(s string) []string {
 
 // TestKill9LeavesNothing: a gateway killed with SIGKILL leaves no process of any agent: the bwrap
 // jail dies with it (--die-with-parent, then its pid namespace), and the next gateway start
-// removes the container it left.
+// removes the container it left and that container's own network (its agent is "full").
 func TestKill9LeavesNothing(t *testing.T) {
 	requireBackend(t, api.BackendBwrap)
 	requireBackend(t, api.BackendContainer)
@@ -47,7 +47,7 @@ func TestKill9LeavesNothing(t *testing.T) {
 	}
 	data := t.TempDir()
 	marker := "porthole-k9-" + randHex(6)
-	cmd := exec.Command(gw, "-data", data, "-helper", helperBin, "-engine", eng, "-image", image, "-marker", marker)
+	cmd := exec.Command(gw, "-data", data, "-helper", helperBin, "-engine", eng, "-image", image, "-marker", marker, "-container-network", api.NetworkFull)
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = testWriter{t}
 	if err := cmd.Start(); err != nil {
@@ -84,6 +84,11 @@ func TestKill9LeavesNothing(t *testing.T) {
 		}
 	}
 	jail := descendants(helperPids[0])
+	// The instance is the data dir's: the same for the next start below.
+	instance := InstanceFor(data)
+	if len(agentNetworks(t, instance)) != 1 {
+		t.Fatalf("the full container agent of the gateway has networks %v, want its own one", agentNetworks(t, instance))
+	}
 
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -127,6 +132,9 @@ func TestKill9LeavesNothing(t *testing.T) {
 	}
 	if len(list.Items) > 0 {
 		t.Errorf("%d container(s) of the killed gateway remain after the new start", len(list.Items))
+	}
+	if left := agentNetworks(t, m.Instance()); len(left) > 0 {
+		t.Errorf("network(s) of the killed gateway remain after the new start: %v", left)
 	}
 	if os.Getuid() == 0 {
 		left, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*/porthole", m.Instance()+"-*"))

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 	"github.com/porthole/porthole/api"
 	"github.com/porthole/porthole/internal/testenv"
 )
@@ -289,8 +291,11 @@ func TestNetworkFullOutbound(t *testing.T) {
 	}
 }
 
-// TestNetworkAgentsIsolated: two "full" agents have the same address (10.0.2.100) each in its own
-// namespace; B cannot reach a listener of A on any address it could try.
+// TestNetworkAgentsIsolated: two "full" agents cannot reach each other, in either direction. A bwrap
+// agent has its own namespace (both have 10.0.2.100); a container agent has a network of its own
+// (isolated from the other agents' networks), so neither its address nor its name leads to another
+// agent. The prober tries every address it could use for the listener: the listener's own addresses,
+// slirp's, the host's, and for containers the listener's container and network names.
 func TestNetworkAgentsIsolated(t *testing.T) {
 	for _, typ := range []string{api.BackendBwrap, api.BackendContainer} {
 		t.Run(typ, func(t *testing.T) {
@@ -298,48 +303,57 @@ func TestNetworkAgentsIsolated(t *testing.T) {
 			m, _ := newTestManager(t, nil)
 			a := agent("neta", typ, api.NetworkFull, api.Limits{})
 			b := agent("netb", typ, api.NetworkFull, api.Limits{})
-			// A's addresses as A sees them (a container has its own on the engine's bridge); from
-			// the kernel's local routes, as an image may have no `ip`.
-			res := sh(t, m, a, `awk '/32 host LOCAL/ {print prev} {prev=$2}' /proc/net/fib_trie | sort -u`)
-			addrs := append(strings.Fields(res.Stdout), "10.0.2.100", "10.0.2.2", "10.0.2.15", "127.0.0.1")
-			addrs = append(addrs, hostIPs()...)
-			if typ == api.BackendContainer {
-				addrs = append(addrs, "host.containers.internal")
-			}
-			const port = "7778"
-			listening := make(chan api.ExecResult, 1)
-			selfTok := "self-" + randHex(4)
-			go func() { // owner: this test; ends with the exec (bounded by the listen time)
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				r, err := m.Exec(ctx, a, api.ExecRequest{Command: []string{"sh", "-c",
-					HelperPathInJail + ` nettest listen tcp 0.0.0.0:` + port + ` 12 & sleep 0.5; ` + HelperPathInJail + ` nettest connect tcp 127.0.0.1:` + port + ` ` + selfTok + `; wait`}, TimeoutS: 30})
-				if err != nil {
-					r.Stderr = err.Error()
-				}
-				listening <- r
-			}()
-			time.Sleep(1500 * time.Millisecond)
-			toks := map[string]string{}
-			for _, addr := range addrs {
-				tok := "b-" + randHex(4)
-				toks[tok] = addr
-				// A connect may succeed and reach something else (whatever answers that address
-				// outside); what must never happen is A receiving B's token.
-				ok, r := tryConnect(t, m, b, "tcp", net.JoinHostPort(addr, port), tok)
-				t.Logf("B -> %s:%s connected=%v %s", addr, port, ok, strings.TrimSpace(r.Stderr))
-			}
-			ra := <-listening
-			if !strings.Contains(ra.Stdout, "GOT "+selfTok) {
-				t.Fatalf("agent A's listener did not work (the check is void): %+v", ra)
-			}
-			for tok, addr := range toks {
-				if strings.Contains(ra.Stdout, "GOT "+tok) {
-					t.Errorf("agent A received agent B's connection to %s:%s (%s)", addr, port, typ)
-				}
-			}
-			t.Logf("B tried %v:%s", addrs, port)
+			t.Run("b_to_a", func(t *testing.T) { checkAgentUnreachable(t, m, a, b) })
+			t.Run("a_to_b", func(t *testing.T) { checkAgentUnreachable(t, m, b, a) })
 		})
+	}
+}
+
+// checkAgentUnreachable listens in agent l and has agent p connect to every address of l it could
+// try; l must receive its own connection and none of p's.
+func checkAgentUnreachable(t *testing.T, m *Manager, l, p api.Agent) {
+	typ := l.Backend.Type
+	// l's addresses as l sees them (a container has its own on its network); from the kernel's
+	// local routes, as an image may have no `ip`.
+	res := sh(t, m, l, `awk '/32 host LOCAL/ {print prev} {prev=$2}' /proc/net/fib_trie | sort -u`)
+	addrs := append(strings.Fields(res.Stdout), "10.0.2.100", "10.0.2.2", "10.0.2.15", "127.0.0.1")
+	addrs = append(addrs, hostIPs()...)
+	if typ == api.BackendContainer {
+		// By name: the listener's container and network names (an engine with container DNS would
+		// resolve them), and the host's name for itself.
+		addrs = append(addrs, ContainerName(m.Instance(), l.ID), NetworkName(m.Instance(), l.ID), "host.containers.internal")
+	}
+	const port = "7778"
+	listening := make(chan api.ExecResult, 1)
+	selfTok := "self-" + randHex(4)
+	go func() { // owner: this test; ends with the exec (bounded by the listen time)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		r, err := m.Exec(ctx, l, api.ExecRequest{Command: []string{"sh", "-c",
+			HelperPathInJail + ` nettest listen tcp 0.0.0.0:` + port + ` 20 & sleep 0.5; ` + HelperPathInJail + ` nettest connect tcp 127.0.0.1:` + port + ` ` + selfTok + `; wait`}, TimeoutS: 40})
+		if err != nil {
+			r.Stderr = err.Error()
+		}
+		listening <- r
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	// One exec for all tries (each failed connect takes up to 3 s): the token of try i is pfx-i.
+	pfx := "p-" + randHex(4)
+	var script strings.Builder
+	for i, addr := range addrs {
+		fmt.Fprintf(&script, "echo %q: $(%s nettest connect tcp %q %s-%d 2>&1)\n", addr, HelperPathInJail, net.JoinHostPort(addr, port), pfx, i)
+	}
+	// A connect may succeed and reach something else (whatever answers that address outside);
+	// what must never happen is the listener receiving the prober's token.
+	t.Logf("%s -> %s tries:\n%s", p.ID, l.ID, sh(t, m, p, script.String()).Stdout)
+	rl := <-listening
+	if !strings.Contains(rl.Stdout, "GOT "+selfTok) {
+		t.Fatalf("agent %s's listener did not work (the check is void): %+v", l.ID, rl)
+	}
+	for i, addr := range addrs {
+		if strings.Contains(rl.Stdout, fmt.Sprintf("GOT %s-%d\n", pfx, i)) {
+			t.Errorf("agent %s received agent %s's connection to %s:%s (%s)", l.ID, p.ID, addr, port, typ)
+		}
 	}
 }
 
@@ -463,5 +477,131 @@ func TestNetworkStackFailsClosed(t *testing.T) {
 		if r.Backend == api.BackendBwrap && !strings.Contains(r.Detail, "slirp4netns") {
 			t.Errorf("bwrap probe detail = %q, want the network stack named", r.Detail)
 		}
+	}
+}
+
+// agentNetworks lists the engine networks labelled for the gateway instance, by name.
+func agentNetworks(t testing.TB, instance string) map[string]network.Summary {
+	t.Helper()
+	cli, err := client.New(client.WithHost(engine(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	list, err := cli.NetworkList(context.Background(), client.NetworkListOptions{
+		Filters: make(client.Filters).Add("label", LabelGateway+"="+instance),
+	})
+	if err != nil {
+		t.Fatalf("list networks: %v", err)
+	}
+	out := map[string]network.Summary{}
+	for _, n := range list.Items {
+		out[n.Name] = n
+	}
+	return out
+}
+
+// TestNetworkContainerOwnNetwork: a "full" container agent is attached to a network of its own
+// (never the engine's shared bridge), labelled for its gateway and agent; it reaches an outside
+// address; the network goes when the agent becomes "none" and when the agent is forgotten.
+func TestNetworkContainerOwnNetwork(t *testing.T) {
+	requireBackend(t, api.BackendContainer)
+	ip := outsideIP(t)
+	tcp := listenTokens(t, "tcp", net.JoinHostPort(ip, "0"))
+	m, _ := newTestManager(t, nil)
+	a := agent("cnet1", api.BackendContainer, api.NetworkFull, api.Limits{})
+	tok := "tcp-" + randHex(6)
+	if ok, res := tryConnect(t, m, a, "tcp", tcp.addr, tok); !ok || !tcp.waitSaw(tok, 5*time.Second) {
+		t.Errorf("full container agent did not reach the outside TCP address %s: %+v", tcp.addr, res)
+	}
+
+	cli, err := client.New(client.WithHost(engine(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	name := NetworkName(m.Instance(), a.ID)
+	insp, err := cli.ContainerInspect(t.Context(), ContainerName(m.Instance(), a.ID), client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attached []string
+	if ns := insp.Container.NetworkSettings; ns != nil {
+		for n := range ns.Networks {
+			attached = append(attached, n)
+		}
+	}
+	if len(attached) != 1 || attached[0] != name {
+		t.Errorf("full container agent is attached to %q, want only its own network %q", attached, name)
+	}
+	nets := agentNetworks(t, m.Instance())
+	if n, ok := nets[name]; !ok || n.Labels[LabelAgent] != a.ID {
+		t.Errorf("agent network %s: %+v (of %d labelled for the gateway), want it labelled %s=%s", name, n, len(nets), LabelAgent, a.ID)
+	}
+
+	// The agent's network is set to none: no network left for it.
+	none := agent("cnet1", api.BackendContainer, api.NetworkNone, api.Limits{})
+	if res := sh(t, m, none, "echo ok"); strings.TrimSpace(res.Stdout) != "ok" {
+		t.Fatalf("agent switched to network none: %+v", res)
+	}
+	if _, ok := agentNetworks(t, m.Instance())[name]; ok {
+		t.Errorf("network %s remains after its agent switched to network none", name)
+	}
+	// Back to full, then forgotten: its network goes with it.
+	sh(t, m, a, "true")
+	if _, ok := agentNetworks(t, m.Instance())[name]; !ok {
+		t.Fatalf("network %s not recreated when the agent is full again", name)
+	}
+	if err := m.Forget(t.Context(), a.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := agentNetworks(t, m.Instance())[name]; ok {
+		t.Errorf("network %s remains after its agent was forgotten", name)
+	}
+}
+
+// TestNetworkContainerNetworksNotLeaked: every "full" container agent gets a network of its own,
+// each with its own subnet; forgetting agents and closing the gateway remove them all, so that
+// creating and deleting agents does not exhaust the engine's subnet pool.
+func TestNetworkContainerNetworksNotLeaked(t *testing.T) {
+	requireBackend(t, api.BackendContainer)
+	m, _ := newTestManager(t, nil)
+	const n = 4
+	for round := range 2 {
+		var ids []string
+		for i := range n {
+			a := agent(fmt.Sprintf("leak%d", i), api.BackendContainer, api.NetworkFull, api.Limits{})
+			if _, err := m.Conn(t.Context(), a); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, a.ID)
+		}
+		nets := agentNetworks(t, m.Instance())
+		subnets := map[string]bool{}
+		for _, nw := range nets {
+			for _, c := range nw.IPAM.Config {
+				subnets[c.Subnet.String()] = true
+			}
+		}
+		if len(nets) != n || len(subnets) != n {
+			t.Fatalf("round %d: %d agents have %d networks with %d subnets, want %d each: %v", round, n, len(nets), len(subnets), n, subnets)
+		}
+		if round == 1 {
+			break // the rest goes with Close
+		}
+		for _, id := range ids {
+			if err := m.Forget(t.Context(), id, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if left := agentNetworks(t, m.Instance()); len(left) > 0 {
+			t.Fatalf("%d network(s) remain after all agents were forgotten", len(left))
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := agentNetworks(t, m.Instance()); len(left) > 0 {
+		t.Errorf("%d network(s) remain after the gateway closed", len(left))
 	}
 }

@@ -29,6 +29,7 @@ func main() {
 	marker := flag.String("marker", "", "argv[0] of the marked sleeps")
 	backends := flag.String("backends", "bwrap,container", "backends to start")
 	script := flag.String("exec", "", "run this sh script in each agent, print its output as EXEC lines, and exit")
+	containerNet := flag.String("container-network", api.NetworkNone, "network of the container agent")
 	flag.Parse()
 	m, err := bridges.NewManager(bridges.Config{
 		DataDir: *data, HelperPath: *helper, ContainerEngine: *engine, DefaultImage: *image,
@@ -41,6 +42,9 @@ func main() {
 	ctx := context.Background()
 	for _, typ := range strings.Split(*backends, ",") {
 		a := api.Agent{ID: "k9" + typ, Backend: api.Backend{Type: typ, Network: api.NetworkNone}}
+		if typ == api.BackendContainer {
+			a.Backend.Network = *containerNet
+		}
 		c, err := m.Conn(ctx, a)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
