@@ -43,6 +43,8 @@ func TestAgentLimitsAreTheAdmins(t *testing.T) {
 		{"pids above default", owner, api.Limits{Pids: 513}, 403, "pids 513 is above the server default 512: only an admin"},
 		{"memory above default", owner, api.Limits{MemoryMiB: 4096}, 403, "memory_mib 4096 is above the server default 2048"},
 		{"cpu above default", owner, api.Limits{CPUPct: 101}, 403, "cpu_pct 101 is above the server default 100"},
+		{"disk above default", owner, api.Limits{DiskMiB: 10241}, 403, "disk_mib 10241 is above the server default 10240"},
+		{"admin above the disk max", admin, api.Limits{DiskMiB: 102401}, 403, "disk_mib 102401 is above the server's maximum 102400 (--max-disk-mib)"},
 		{"zero means default", owner, api.Limits{}, 201, ""},
 		{"at the defaults", owner, api.Limits{Pids: 512, MemoryMiB: 2048, CPUPct: 100}, 201, ""},
 		{"below the defaults", owner, api.Limits{Pids: 64, MemoryMiB: 256, CPUPct: 50}, 201, ""},

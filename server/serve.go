@@ -41,9 +41,11 @@ type ServeConfig struct {
 	DefaultPids      int `json:"default_pids"`
 	DefaultMemoryMiB int `json:"default_memory_mib"`
 	DefaultCPUPct    int `json:"default_cpu_pct"`
+	DefaultDiskMiB   int `json:"default_disk_mib"`
 	MaxPids          int `json:"max_pids"`
 	MaxMemoryMiB     int `json:"max_memory_mib"`
 	MaxCPUPct        int `json:"max_cpu_pct"`
+	MaxDiskMiB       int `json:"max_disk_mib"`
 	// Quotas (0 = built-in default).
 	MaxAgentsPerUser       int `json:"max_agents_per_user"`
 	MaxExecsPerAgent       int `json:"max_execs_per_agent"`
@@ -90,9 +92,11 @@ func (c *ServeConfig) options() []option {
 		{flag: "default-pids", env: "PORTHOLE_DEFAULT_PIDS", usage: "agent pids limit by default, and the most a non-admin may set (0 = 512)", integer: &c.DefaultPids},
 		{flag: "default-memory-mib", env: "PORTHOLE_DEFAULT_MEMORY_MIB", usage: "agent memory limit in MiB by default, and the most a non-admin may set (0 = 2048)", integer: &c.DefaultMemoryMiB},
 		{flag: "default-cpu-pct", env: "PORTHOLE_DEFAULT_CPU_PCT", usage: "agent CPU limit (100 = one core) by default, and the most a non-admin may set (0 = 100)", integer: &c.DefaultCPUPct},
+		{flag: "default-disk-mib", env: "PORTHOLE_DEFAULT_DISK_MIB", usage: "agent home size limit in MiB by default, and the most a non-admin may set (0 = 10240)", integer: &c.DefaultDiskMiB},
 		{flag: "max-pids", env: "PORTHOLE_MAX_PIDS", usage: "most pids an admin may give an agent (0 = 8192)", integer: &c.MaxPids},
 		{flag: "max-memory-mib", env: "PORTHOLE_MAX_MEMORY_MIB", usage: "most memory in MiB an admin may give an agent (0 = 65536)", integer: &c.MaxMemoryMiB},
 		{flag: "max-cpu-pct", env: "PORTHOLE_MAX_CPU_PCT", usage: "most CPU an admin may give an agent (0 = 100 x CPUs)", integer: &c.MaxCPUPct},
+		{flag: "max-disk-mib", env: "PORTHOLE_MAX_DISK_MIB", usage: "most home size in MiB an admin may give an agent (0 = 102400)", integer: &c.MaxDiskMiB},
 		{flag: "max-agents-per-user", env: "PORTHOLE_MAX_AGENTS_PER_USER", usage: "agents a non-admin may own (0 = 32)", integer: &c.MaxAgentsPerUser},
 		{flag: "max-execs-per-agent", env: "PORTHOLE_MAX_EXECS_PER_AGENT", usage: "concurrent execs on one agent (0 = 16)", integer: &c.MaxExecsPerAgent},
 		{flag: "max-execs-per-user", env: "PORTHOLE_MAX_EXECS_PER_USER", usage: "concurrent execs of one non-admin user (0 = 32)", integer: &c.MaxExecsPerUser},
@@ -204,8 +208,8 @@ func (c ServeConfig) Config(getenv func(string) string, logger *slog.Logger) (Co
 		AllowedHosts:     c.AllowedHosts,
 		Logger:           logger,
 		Limits: LimitPolicy{
-			Default: api.Limits{Pids: c.DefaultPids, MemoryMiB: int64(c.DefaultMemoryMiB), CPUPct: c.DefaultCPUPct},
-			Max:     api.Limits{Pids: c.MaxPids, MemoryMiB: int64(c.MaxMemoryMiB), CPUPct: c.MaxCPUPct},
+			Default: api.Limits{Pids: c.DefaultPids, MemoryMiB: int64(c.DefaultMemoryMiB), CPUPct: c.DefaultCPUPct, DiskMiB: int64(c.DefaultDiskMiB)},
+			Max:     api.Limits{Pids: c.MaxPids, MemoryMiB: int64(c.MaxMemoryMiB), CPUPct: c.MaxCPUPct, DiskMiB: int64(c.MaxDiskMiB)},
 		},
 		Quotas: Quotas{AgentsPerUser: c.MaxAgentsPerUser, ExecsPerAgent: c.MaxExecsPerAgent, ExecsPerUser: c.MaxExecsPerUser},
 		Terminal: terminal.Config{MaxTotal: c.MaxTerminals, MaxPerAgent: c.MaxTerminalsPerAgent,
