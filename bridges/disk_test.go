@@ -15,6 +15,12 @@ import (
 	"github.com/porthole/porthole/internal/testenv"
 )
 
+// unmountHomes unmounts the home images left mounted under a test's data dir (a gateway killed
+// before a new one reconciled them), so that the test's TempDir can be removed.
+func unmountHomes(data string) {
+	(&homeDisk{mode: DiskImage, dataDir: data, mounted: map[string]bool{}}).reconcile()
+}
+
 // diskModes are the home size limits this run can test: the sized image as root, the periodic
 // check always (it is what an unprivileged gateway gets).
 func diskModes(t *testing.T) []string {

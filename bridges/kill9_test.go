@@ -46,6 +46,7 @@ func TestKill9LeavesNothing(t *testing.T) {
 		t.Fatalf("build testgateway: %v\n%s", err, out)
 	}
 	data := t.TempDir()
+	t.Cleanup(func() { unmountHomes(data) }) // home images of a gateway that died before its reconcile
 	marker := "porthole-k9-" + randHex(6)
 	cmd := exec.Command(gw, "-data", data, "-helper", helperBin, "-engine", eng, "-image", image, "-marker", marker, "-container-network", api.NetworkFull)
 	stdout, _ := cmd.StdoutPipe()
