@@ -1,0 +1,679 @@
+package desktop
+
+// This file holds the desktop surface's wire messages, shared by the helper (inside the
+// agent's sandbox), the gateway and the WASM app. It must build for GOOS=js GOARCH=wasm: no
+// cgo, no X11, no gorilla here. The byte layout is documented in docs/desktop-protocol.md.
+//
+// Every message is one frame: a 1-byte opcode followed by that opcode's fields. On a viewer's
+// WebSocket one binary message is one frame; on the helper's stream each frame is preceded
+// by its length (u32). Integers are big-endian; strings are a u16 byte length then UTF-8
+// bytes (Clipboard: u32 length); byte payloads (Rect data, cursor pixels, screenshots) run to
+// the end of the frame. Opcodes are append-only: never renumber or reuse one.
+//
+// Frames the helper produces (Rect, FrameEnd, Screen, Cursor*, Clipboard, Screenshot) travel
+// to viewers byte for byte: the helper encodes once, the gateway fans the same bytes out.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+)
+
+// ProtocolVersion is sent in Hello; bump it only for incompatible changes.
+const ProtocolVersion = 1
+
+// Op is a frame's opcode (its first byte).
+type Op uint8
+
+// Viewer → gateway opcodes (0x01–0x3f). Input opcodes (Pointer … Refresh) are forwarded to
+// the helper as they are, after the gateway checked the viewer drives and holds control, and
+// clamped coordinates to the display.
+const (
+	OpPointer        Op = 0x01 // pointer position and button state
+	OpWheel          Op = 0x02 // scroll steps at a position
+	OpKey            Op = 0x03 // a physical key down/up, by DOM KeyboardEvent.code
+	OpText           Op = 0x04 // text typed (IME, phone keyboards, paste-as-typing)
+	OpAck            Op = 0x05 // the viewer has drawn every frame up to Seq
+	OpTakeControl    Op = 0x06 // become the one driver of the display
+	OpReleaseControl Op = 0x07 // give control up
+	OpResizeRequest  Op = 0x08 // change the display's size (RandR)
+	OpSetClipboard   Op = 0x09 // put text on the display's clipboard
+	OpRefresh        Op = 0x0a // ask for a keyframe of the whole screen
+)
+
+// Gateway → helper opcodes (0x40–0x7f), besides the forwarded input above.
+const (
+	OpScreenshotRequest Op = 0x40 // encode the current screen whole (computer-use API)
+	OpLag               Op = 0x41 // how far behind the viewers are (lowers quality)
+)
+
+// Gateway → viewer opcodes (0x80–0xbf). Rect, FrameEnd, Screen, CursorShape, CursorPos and
+// Clipboard also travel helper → gateway.
+const (
+	OpHello       Op = 0x80 // first frame to a viewer
+	OpScreen      Op = 0x81 // the display's size; a keyframe follows
+	OpRect        Op = 0x82 // an encoded region of the screen
+	OpFrameEnd    Op = 0x83 // the Rects since the last FrameEnd form one frame: draw, then Ack Seq
+	OpCursorShape Op = 0x84 // the pointer's image
+	OpCursorPos   Op = 0x85 // the pointer's position
+	OpControl     Op = 0x86 // who holds control now
+	OpViewers     Op = 0x87 // who is attached now
+	OpClipboard   Op = 0x88 // the display's clipboard text changed
+	OpError       Op = 0x89 // a clear error message
+	OpMode        Op = 0x8a // you are watching / driving (your permission, not control)
+)
+
+// Helper → gateway opcodes (0xc0–0xff), besides the shared ones above.
+const (
+	OpScreenshot Op = 0xc0 // answer to ScreenshotRequest
+)
+
+// Mode is a viewer's permission on the wire.
+type Mode uint8
+
+// Modes.
+const (
+	ModeWatch Mode = 1 // input is dropped by the server
+	ModeDrive Mode = 2 // may take control and send input
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeWatch:
+		return "watching"
+	case ModeDrive:
+		return "driving"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// Pointer buttons (bit mask).
+const (
+	ButtonLeft   uint8 = 1 << 0
+	ButtonMiddle uint8 = 1 << 1
+	ButtonRight  uint8 = 1 << 2
+	buttonsAll         = ButtonLeft | ButtonMiddle | ButtonRight
+)
+
+// Rect encodings.
+const (
+	EncJPEG uint8 = 1
+	EncPNG  uint8 = 2
+)
+
+// Rect flags.
+const (
+	// RectScaled: the image is half the rect's size in each dimension (large motion); draw it
+	// stretched to W×H.
+	RectScaled   uint8 = 1 << 0
+	rectFlagsAll       = RectScaled
+)
+
+// ErrCode classifies an Error frame.
+type ErrCode uint16
+
+// Error codes (append-only).
+const (
+	ErrCodeBadMessage ErrCode = 1 // the frame could not be decoded
+	ErrCodeWatchOnly  ErrCode = 2 // input from a watcher (dropped)
+	ErrCodeNotHolder  ErrCode = 3 // input without holding control (dropped)
+	ErrCodeHelper     ErrCode = 4 // the agent's helper could not be reached or exited
+	ErrCodeDisplay    ErrCode = 5 // the display could not start (Xvfb missing, ...)
+	ErrCodeInternal   ErrCode = 6
+	ErrCodeTooLarge   ErrCode = 7 // clipboard or text over its limit
+)
+
+// Limits on the wire.
+const (
+	MaxDisplayW    = 7680 // display sizes are clamped to [MinDisplay, MaxDisplayW] × [MinDisplay, MaxDisplayH]
+	MaxDisplayH    = 4320
+	MinDisplay     = 64
+	MaxCursor      = 256     // cursor images are at most MaxCursor × MaxCursor
+	MaxText        = 4 << 10 // bytes of one Text frame
+	MaxCode        = 64      // bytes of a key code
+	MaxClipboard   = 1 << 20 // bytes of clipboard text
+	MaxScreenshot  = 32 << 20
+	MaxRectData    = 16 << 20
+	MaxStreamFrame = MaxScreenshot + 64 // the longest frame on the helper's stream
+	MaxViewers     = 1024
+)
+
+// Message is one wire frame.
+type Message interface {
+	Op() Op
+	appendTo(b []byte) []byte
+}
+
+// Input and requests (viewer → gateway → helper).
+type (
+	// Pointer moves the pointer to (X, Y) with Buttons held (a change of Buttons presses or
+	// releases buttons there).
+	Pointer struct {
+		X, Y    uint16
+		Buttons uint8
+	}
+	// Wheel scrolls DX, DY steps (positive: right, down) at (X, Y).
+	Wheel struct {
+		X, Y   uint16
+		DX, DY int16
+	}
+	// Key presses (Down) or releases a physical key named by its DOM KeyboardEvent.code
+	// ("KeyA", "Enter", "ControlLeft", ...).
+	Key struct {
+		Down bool
+		Code string
+	}
+	// Text types text as if from a keyboard.
+	Text struct{ Text string }
+	// Ack says the viewer has drawn every frame up to Seq.
+	Ack struct{ Seq uint32 }
+	// TakeControl asks to be the display's one driver.
+	TakeControl struct{}
+	// ReleaseControl gives control up.
+	ReleaseControl struct{}
+	// ResizeRequest asks for a display of W×H (clamped).
+	ResizeRequest struct{ W, H uint16 }
+	// SetClipboard puts Text on the display's clipboard.
+	SetClipboard struct{ Text string }
+	// Refresh asks for a keyframe.
+	Refresh struct{}
+	// ScreenshotRequest asks the helper for the whole screen in Format (EncPNG or EncJPEG),
+	// scaled to Scale percent (1–100; 0 = 100).
+	ScreenshotRequest struct {
+		Format uint8
+		Scale  uint8
+	}
+	// Lag tells the helper how many frames the slowest viewer is behind (0 = none).
+	Lag struct{ Frames uint8 }
+)
+
+// Screen updates and state (helper/gateway → viewer).
+type (
+	// Hello is the first frame to a viewer.
+	Hello struct {
+		Version    uint16
+		Mode       Mode
+		ViewerID   string
+		ViewerName string
+	}
+	// Screen is the display's size; a keyframe follows.
+	Screen struct{ W, H uint16 }
+	// Rect is region (X, Y, W, H) encoded as Enc; Data is the image (half size when Scaled).
+	Rect struct {
+		X, Y, W, H uint16
+		Enc        uint8
+		Flags      uint8
+		Data       []byte
+	}
+	// FrameEnd ends a frame; viewers draw it and Ack Seq.
+	FrameEnd struct{ Seq uint32 }
+	// CursorShape is the pointer's image: W×H straight RGBA pixels, hot spot (HotX, HotY).
+	CursorShape struct {
+		W, H, HotX, HotY uint16
+		RGBA             []byte
+	}
+	// CursorPos is the pointer's position.
+	CursorPos struct{ X, Y uint16 }
+	// Control says who holds control ("" = nobody); Agent is true when it is the agent's API.
+	Control struct {
+		HolderID   string
+		HolderName string
+		Agent      bool
+	}
+	// Viewers is who is attached.
+	Viewers struct{ Viewers []ViewerInfo }
+	// Clipboard is the display's clipboard text.
+	Clipboard struct{ Text string }
+	// ErrorMsg is a clear error.
+	ErrorMsg struct {
+		Code    ErrCode
+		Message string
+	}
+	// ModeMsg tells the viewer its permission.
+	ModeMsg struct{ Mode Mode }
+	// Screenshot answers ScreenshotRequest: an image of W×H in Format.
+	Screenshot struct {
+		Format uint8
+		W, H   uint16
+		Data   []byte
+	}
+)
+
+// ViewerInfo is one attached viewer.
+type ViewerInfo struct {
+	ID   string
+	Name string
+	Mode Mode
+}
+
+func (Pointer) Op() Op           { return OpPointer }
+func (Wheel) Op() Op             { return OpWheel }
+func (Key) Op() Op               { return OpKey }
+func (Text) Op() Op              { return OpText }
+func (Ack) Op() Op               { return OpAck }
+func (TakeControl) Op() Op       { return OpTakeControl }
+func (ReleaseControl) Op() Op    { return OpReleaseControl }
+func (ResizeRequest) Op() Op     { return OpResizeRequest }
+func (SetClipboard) Op() Op      { return OpSetClipboard }
+func (Refresh) Op() Op           { return OpRefresh }
+func (ScreenshotRequest) Op() Op { return OpScreenshotRequest }
+func (Lag) Op() Op               { return OpLag }
+func (Hello) Op() Op             { return OpHello }
+func (Screen) Op() Op            { return OpScreen }
+func (Rect) Op() Op              { return OpRect }
+func (FrameEnd) Op() Op          { return OpFrameEnd }
+func (CursorShape) Op() Op       { return OpCursorShape }
+func (CursorPos) Op() Op         { return OpCursorPos }
+func (Control) Op() Op           { return OpControl }
+func (Viewers) Op() Op           { return OpViewers }
+func (Clipboard) Op() Op         { return OpClipboard }
+func (ErrorMsg) Op() Op          { return OpError }
+func (ModeMsg) Op() Op           { return OpMode }
+func (Screenshot) Op() Op        { return OpScreenshot }
+
+// IsInput reports whether op is input that only the control holder's frames may carry.
+func IsInput(op Op) bool {
+	switch op {
+	case OpPointer, OpWheel, OpKey, OpText, OpSetClipboard, OpResizeRequest:
+		return true
+	}
+	return false
+}
+
+// Encode returns m's frame.
+func Encode(m Message) []byte { return AppendEncode(nil, m) }
+
+// AppendEncode appends m's frame to dst.
+func AppendEncode(dst []byte, m Message) []byte { return m.appendTo(append(dst, byte(m.Op()))) }
+
+var be = binary.BigEndian
+
+func (m Pointer) appendTo(b []byte) []byte {
+	return append(be.AppendUint16(be.AppendUint16(b, m.X), m.Y), m.Buttons)
+}
+func (m Wheel) appendTo(b []byte) []byte {
+	b = be.AppendUint16(be.AppendUint16(b, m.X), m.Y)
+	return be.AppendUint16(be.AppendUint16(b, uint16(m.DX)), uint16(m.DY))
+}
+func (m Key) appendTo(b []byte) []byte {
+	d := byte(0)
+	if m.Down {
+		d = 1
+	}
+	return appendString(append(b, d), m.Code)
+}
+func (m Text) appendTo(b []byte) []byte         { return appendString(b, m.Text) }
+func (m Ack) appendTo(b []byte) []byte          { return be.AppendUint32(b, m.Seq) }
+func (TakeControl) appendTo(b []byte) []byte    { return b }
+func (ReleaseControl) appendTo(b []byte) []byte { return b }
+func (m ResizeRequest) appendTo(b []byte) []byte {
+	return be.AppendUint16(be.AppendUint16(b, m.W), m.H)
+}
+func (m SetClipboard) appendTo(b []byte) []byte      { return appendLongString(b, m.Text) }
+func (Refresh) appendTo(b []byte) []byte             { return b }
+func (m ScreenshotRequest) appendTo(b []byte) []byte { return append(b, m.Format, m.Scale) }
+func (m Lag) appendTo(b []byte) []byte               { return append(b, m.Frames) }
+
+func (m Hello) appendTo(b []byte) []byte {
+	b = append(be.AppendUint16(b, m.Version), byte(m.Mode))
+	return appendString(appendString(b, m.ViewerID), m.ViewerName)
+}
+func (m Screen) appendTo(b []byte) []byte { return be.AppendUint16(be.AppendUint16(b, m.W), m.H) }
+func (m Rect) appendTo(b []byte) []byte {
+	b = be.AppendUint16(be.AppendUint16(b, m.X), m.Y)
+	b = be.AppendUint16(be.AppendUint16(b, m.W), m.H)
+	return append(append(b, m.Enc, m.Flags), m.Data...)
+}
+func (m FrameEnd) appendTo(b []byte) []byte { return be.AppendUint32(b, m.Seq) }
+func (m CursorShape) appendTo(b []byte) []byte {
+	b = be.AppendUint16(be.AppendUint16(b, m.W), m.H)
+	b = be.AppendUint16(be.AppendUint16(b, m.HotX), m.HotY)
+	return append(b, m.RGBA...)
+}
+func (m CursorPos) appendTo(b []byte) []byte { return be.AppendUint16(be.AppendUint16(b, m.X), m.Y) }
+func (m Control) appendTo(b []byte) []byte {
+	a := byte(0)
+	if m.Agent {
+		a = 1
+	}
+	return append(appendString(appendString(b, m.HolderID), m.HolderName), a)
+}
+func (m Viewers) appendTo(b []byte) []byte {
+	n := min(len(m.Viewers), MaxViewers)
+	b = be.AppendUint16(b, uint16(n))
+	for _, v := range m.Viewers[:n] {
+		b = append(appendString(appendString(b, v.ID), v.Name), byte(v.Mode))
+	}
+	return b
+}
+func (m Clipboard) appendTo(b []byte) []byte { return appendLongString(b, m.Text) }
+func (m ErrorMsg) appendTo(b []byte) []byte {
+	return appendString(be.AppendUint16(b, uint16(m.Code)), m.Message)
+}
+func (m ModeMsg) appendTo(b []byte) []byte { return append(b, byte(m.Mode)) }
+func (m Screenshot) appendTo(b []byte) []byte {
+	b = be.AppendUint16(be.AppendUint16(append(b, m.Format), m.W), m.H)
+	return append(b, m.Data...)
+}
+
+// appendString writes a u16 length and the bytes, cut at 65535 bytes on a rune boundary.
+func appendString(b []byte, s string) []byte {
+	s = cutUTF8(s, 0xffff)
+	return append(be.AppendUint16(b, uint16(len(s))), s...)
+}
+
+// appendLongString writes a u32 length and the bytes, cut at MaxClipboard on a rune boundary.
+func appendLongString(b []byte, s string) []byte {
+	s = cutUTF8(s, MaxClipboard)
+	return append(be.AppendUint32(b, uint32(len(s))), s...)
+}
+
+// cutUTF8 shortens s to at most n bytes without splitting a rune.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.RuneStart(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	if len(s) > 0 {
+		s = s[:len(s)-1] // the now incomplete last rune
+	}
+	return s
+}
+
+// ErrBadFrame is wrapped by every Decode error.
+var ErrBadFrame = errors.New("bad desktop frame")
+
+// Decode parses one frame. Byte slices in the result alias b. It never panics; malformed
+// input (truncated, trailing bytes, out-of-range sizes, invalid UTF-8, unknown opcode) gets an
+// error wrapping ErrBadFrame that names the problem. Coordinates are not clamped here: the
+// receiver clamps them to its display.
+func Decode(b []byte) (Message, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty frame", ErrBadFrame)
+	}
+	d := decoder{b: b[1:], op: Op(b[0])}
+	var m Message
+	switch d.op {
+	case OpPointer:
+		p := Pointer{X: d.u16("x"), Y: d.u16("y"), Buttons: d.u8("buttons")}
+		if d.err == nil && p.Buttons&^buttonsAll != 0 {
+			d.fail("unknown buttons 0x%02x", p.Buttons)
+		}
+		m = p
+	case OpWheel:
+		m = Wheel{X: d.u16("x"), Y: d.u16("y"), DX: int16(d.u16("dx")), DY: int16(d.u16("dy"))}
+	case OpKey:
+		k := Key{Down: d.flag("down"), Code: d.str("code")}
+		if d.err == nil && (k.Code == "" || len(k.Code) > MaxCode) {
+			d.fail("key code of %d bytes, want 1-%d", len(k.Code), MaxCode)
+		}
+		m = k
+	case OpText:
+		t := Text{Text: d.str("text")}
+		if d.err == nil && len(t.Text) > MaxText {
+			d.fail("text of %d bytes is over the %d-byte limit", len(t.Text), MaxText)
+		}
+		m = t
+	case OpAck:
+		m = Ack{Seq: d.u32("seq")}
+	case OpTakeControl:
+		m = TakeControl{}
+	case OpReleaseControl:
+		m = ReleaseControl{}
+	case OpResizeRequest:
+		m = ResizeRequest{W: d.u16("w"), H: d.u16("h")}
+	case OpSetClipboard:
+		m = SetClipboard{Text: d.longStr("clipboard")}
+	case OpRefresh:
+		m = Refresh{}
+	case OpScreenshotRequest:
+		r := ScreenshotRequest{Format: d.u8("format"), Scale: d.u8("scale")}
+		if d.err == nil && r.Format != EncPNG && r.Format != EncJPEG {
+			d.fail("screenshot format %d is neither JPEG (1) nor PNG (2)", r.Format)
+		}
+		if d.err == nil && r.Scale > 100 {
+			d.fail("screenshot scale %d%% is over 100", r.Scale)
+		}
+		m = r
+	case OpLag:
+		m = Lag{Frames: d.u8("frames")}
+	case OpHello:
+		m = Hello{Version: d.u16("version"), Mode: d.mode(), ViewerID: d.str("viewer id"), ViewerName: d.str("viewer name")}
+	case OpScreen:
+		s := Screen{W: d.u16("w"), H: d.u16("h")}
+		if d.err == nil && (s.W < MinDisplay || s.H < MinDisplay || s.W > MaxDisplayW || s.H > MaxDisplayH) {
+			d.fail("screen %dx%d is outside %dx%d-%dx%d", s.W, s.H, MinDisplay, MinDisplay, MaxDisplayW, MaxDisplayH)
+		}
+		m = s
+	case OpRect:
+		r := Rect{X: d.u16("x"), Y: d.u16("y"), W: d.u16("w"), H: d.u16("h"), Enc: d.u8("encoding"), Flags: d.u8("flags"), Data: d.rest()}
+		switch {
+		case d.err != nil:
+		case r.W == 0 || r.H == 0 || int(r.X)+int(r.W) > MaxDisplayW || int(r.Y)+int(r.H) > MaxDisplayH:
+			d.fail("rect %dx%d at %d,%d is outside the largest display", r.W, r.H, r.X, r.Y)
+		case r.Enc != EncJPEG && r.Enc != EncPNG:
+			d.fail("rect encoding %d is neither JPEG (1) nor PNG (2)", r.Enc)
+		case r.Flags&^rectFlagsAll != 0:
+			d.fail("unknown rect flags 0x%02x", r.Flags)
+		case len(r.Data) == 0 || len(r.Data) > MaxRectData:
+			d.fail("rect data of %d bytes, want 1-%d", len(r.Data), MaxRectData)
+		}
+		m = r
+	case OpFrameEnd:
+		m = FrameEnd{Seq: d.u32("seq")}
+	case OpCursorShape:
+		c := CursorShape{W: d.u16("w"), H: d.u16("h"), HotX: d.u16("hot x"), HotY: d.u16("hot y")}
+		switch {
+		case d.err != nil:
+		case c.W > MaxCursor || c.H > MaxCursor:
+			d.fail("cursor %dx%d is over %dx%d", c.W, c.H, MaxCursor, MaxCursor)
+		case c.HotX > c.W || c.HotY > c.H:
+			d.fail("cursor hot spot %d,%d is outside %dx%d", c.HotX, c.HotY, c.W, c.H)
+		case len(d.b) != int(c.W)*int(c.H)*4:
+			d.fail("cursor %dx%d needs %d bytes of RGBA, have %d", c.W, c.H, int(c.W)*int(c.H)*4, len(d.b))
+		}
+		c.RGBA = d.rest()
+		m = c
+	case OpCursorPos:
+		m = CursorPos{X: d.u16("x"), Y: d.u16("y")}
+	case OpControl:
+		m = Control{HolderID: d.str("holder id"), HolderName: d.str("holder name"), Agent: d.flag("agent")}
+	case OpViewers:
+		n := int(d.u16("viewer count"))
+		// Each viewer takes at least 5 bytes: never allocate more than the frame can hold.
+		if d.err == nil && (n > MaxViewers || n*5 > len(d.b)) {
+			d.fail("%d viewers do not fit in %d bytes", n, len(d.b))
+		}
+		var vs []ViewerInfo
+		for i := 0; i < n && d.err == nil; i++ {
+			vs = append(vs, ViewerInfo{ID: d.str("viewer id"), Name: d.str("viewer name"), Mode: d.mode()})
+		}
+		m = Viewers{Viewers: vs}
+	case OpClipboard:
+		m = Clipboard{Text: d.longStr("clipboard")}
+	case OpError:
+		m = ErrorMsg{Code: ErrCode(d.u16("code")), Message: d.str("message")}
+	case OpMode:
+		m = ModeMsg{Mode: d.mode()}
+	case OpScreenshot:
+		s := Screenshot{Format: d.u8("format"), W: d.u16("w"), H: d.u16("h"), Data: d.rest()}
+		switch {
+		case d.err != nil:
+		case s.Format != EncPNG && s.Format != EncJPEG:
+			d.fail("screenshot format %d is neither JPEG (1) nor PNG (2)", s.Format)
+		case s.W == 0 || s.H == 0 || s.W > MaxDisplayW || s.H > MaxDisplayH:
+			d.fail("screenshot %dx%d is outside the largest display", s.W, s.H)
+		case len(s.Data) == 0 || len(s.Data) > MaxScreenshot:
+			d.fail("screenshot of %d bytes, want 1-%d", len(s.Data), MaxScreenshot)
+		}
+		m = s
+	default:
+		return nil, fmt.Errorf("%w: unknown opcode 0x%02x", ErrBadFrame, b[0])
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d unexpected trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return m, nil
+}
+
+type decoder struct {
+	op  Op
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: opcode 0x%02x: %s", ErrBadFrame, uint8(d.op), fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) take(n int, field string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if len(d.b) < n {
+		d.fail("truncated at %s: need %d bytes, have %d", field, n, len(d.b))
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u8(field string) uint8 {
+	if v := d.take(1, field); v != nil {
+		return v[0]
+	}
+	return 0
+}
+
+func (d *decoder) flag(field string) bool {
+	v := d.u8(field)
+	if v > 1 {
+		d.fail("%s is %d, want 0 or 1", field, v)
+	}
+	return v == 1
+}
+
+func (d *decoder) u16(field string) uint16 {
+	if v := d.take(2, field); v != nil {
+		return be.Uint16(v)
+	}
+	return 0
+}
+
+func (d *decoder) u32(field string) uint32 {
+	if v := d.take(4, field); v != nil {
+		return be.Uint32(v)
+	}
+	return 0
+}
+
+func (d *decoder) mode() Mode {
+	v := d.u8("mode")
+	m := Mode(v)
+	if d.err == nil && m != ModeWatch && m != ModeDrive {
+		d.fail("mode %d is neither watch (1) nor drive (2)", v)
+	}
+	return m
+}
+
+func (d *decoder) utf8(field string, v []byte) string {
+	if d.err != nil {
+		return ""
+	}
+	if !utf8.Valid(v) {
+		d.fail("%s is not valid UTF-8", field)
+		return ""
+	}
+	return string(v)
+}
+
+func (d *decoder) str(field string) string {
+	n := d.u16(field + " length")
+	return d.utf8(field, d.take(int(n), field))
+}
+
+func (d *decoder) longStr(field string) string {
+	n := d.u32(field + " length")
+	if d.err == nil && n > MaxClipboard {
+		d.fail("%s of %d bytes is over the %d-byte limit", field, n, MaxClipboard)
+		return ""
+	}
+	return d.utf8(field, d.take(int(n), field))
+}
+
+func (d *decoder) rest() []byte {
+	if d.err != nil {
+		return nil
+	}
+	v := d.b
+	d.b = nil
+	return v
+}
+
+// ErrFrameTooLarge: a stream frame's length prefix is over the limit the reader allows.
+var ErrFrameTooLarge = errors.New("desktop stream frame too large")
+
+// WriteStreamFrame writes m's frame on the helper's stream: its length (u32), then the frame.
+func WriteStreamFrame(w io.Writer, m Message) error {
+	return WriteRawStreamFrame(w, Encode(m))
+}
+
+// WriteRawStreamFrame writes an already encoded frame on the helper's stream.
+func WriteRawStreamFrame(w io.Writer, frame []byte) error {
+	b := make([]byte, 4, 4+len(frame))
+	be.PutUint32(b, uint32(len(frame)))
+	_, err := w.Write(append(b, frame...))
+	return err
+}
+
+// ReadStreamFrame reads one length-prefixed frame of at most max bytes from the helper's
+// stream, reusing buf when it is large enough. It does not decode the frame.
+func ReadStreamFrame(r io.Reader, buf []byte, max int) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(be.Uint32(hdr[:]))
+	if n == 0 || n > max {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, n, max)
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// ClampDisplay clamps a requested display size into the allowed range (0 = the default 1280×800).
+func ClampDisplay(w, h uint16) (uint16, uint16) {
+	if w == 0 {
+		w = DefaultWidth
+	}
+	if h == 0 {
+		h = DefaultHeight
+	}
+	return min(max(w, MinDisplay), MaxDisplayW), min(max(h, MinDisplay), MaxDisplayH)
+}
+
+// Default display size.
+const (
+	DefaultWidth  = 1280
+	DefaultHeight = 800
+)
