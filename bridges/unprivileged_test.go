@@ -16,7 +16,7 @@ import (
 // exec, lifecycle, fail-closed and surface tests, container cases included: the child reaches the
 // test engine through the group that owns its socket (build/scripts/services.sh), as a
 // deployment's gateway user would.
-const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller|TestJailTmpfsBounded|TestHomeDiskLimit|TestHomeNosuid|TestNetworkHostSocketsUnreachable|TestNetworkFullOutbound|TestNetworkAgentsIsolated|TestNetworkStackLifecycle|TestNetworkStackFailsClosed|TestJailHardening|TestHelperSurvivesForkBomb)$`
+const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller|TestJailTmpfsBounded|TestHomeDiskLimit|TestHomeNosuid|TestNetworkHostSocketsUnreachable|TestNetworkFullOutbound|TestNetworkAgentsIsolated|TestNetworkContainerOwnNetwork|TestNetworkContainerNetworksNotLeaked|TestNetworkStackLifecycle|TestNetworkStackFailsClosed|TestJailHardening|TestHelperSurvivesForkBomb)$`
 
 // unprivilegedChildEnv marks the re-run as the unprivileged user.
 const unprivilegedChildEnv = "PORTHOLE_TEST_UNPRIVILEGED_CHILD"
@@ -86,7 +86,8 @@ func TestUnprivilegedGateway(t *testing.T) {
 		"--- PASS: TestSurfacesRunInside/container ", "--- PASS: TestFailClosed/image_missing ",
 		"--- PASS: TestJailTmpfsBounded ", "--- PASS: TestHomeDiskLimit/check ", "--- PASS: TestHomeNosuid ",
 		"--- PASS: TestNetworkHostSocketsUnreachable/bwrap/full ", "--- PASS: TestNetworkHostSocketsUnreachable/container/full ",
-		"--- PASS: TestNetworkFullOutbound ", "--- PASS: TestNetworkAgentsIsolated/bwrap ", "--- PASS: TestNetworkStackLifecycle ",
+		"--- PASS: TestNetworkFullOutbound ", "--- PASS: TestNetworkAgentsIsolated/bwrap ", "--- PASS: TestNetworkAgentsIsolated/container ",
+		"--- PASS: TestNetworkContainerOwnNetwork ", "--- PASS: TestNetworkContainerNetworksNotLeaked ", "--- PASS: TestNetworkStackLifecycle ",
 		"--- PASS: TestNetworkStackFailsClosed "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("unprivileged run lacks %q", want)
