@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -18,10 +17,13 @@ import (
 
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
+
+	"github.com/porthole/porthole/surface"
 )
 
 // Handler serves one stream of a kind inside the helper; it owns the stream and closes it.
-type Handler func(ctx context.Context, stream net.Conn)
+// Its ctx carries the session's surface.Lifetime.
+type Handler = surface.Handler
 
 // HelperPathInJail is where every backend mounts the helper binary (read-only) inside the sandbox.
 const HelperPathInJail = "/opt/porthole/porthole"
@@ -91,14 +93,17 @@ func RunHelper(ctx context.Context, args []string, handlers map[string]Handler) 
 }
 
 // ServeHelper serves one yamux session on rw until it closes or ctx ends: the version handshake,
-// then one goroutine per stream, dispatched by its header to handlers. It returns nil when the
-// gateway closed the session.
+// then one goroutine per stream, dispatched by its header to handlers. Handlers share one
+// surface.Lifetime (in their ctx), closed once the session has ended and every handler has
+// returned. It returns nil when the gateway closed the session.
 func ServeHelper(ctx context.Context, rw io.ReadWriteCloser, handlers map[string]Handler, limits string, logger *slog.Logger) error {
 	sess, err := yamux.Server(rw, yamuxConfig())
 	if err != nil {
 		return fmt.Errorf("helper: yamux: %w", err)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	life := surface.NewLifetime()
+	defer life.Close() // after the handlers (wg.Wait below runs first)
+	ctx, cancel := context.WithCancelCause(surface.WithLifetime(ctx, life))
 	defer cancel(errors.New("helper: session ended"))
 	go func() { // owner: ServeHelper; exits when the session closes or ctx ends
 		select {
@@ -139,7 +144,10 @@ func ServeHelper(ctx context.Context, rw io.ReadWriteCloser, handlers map[string
 	}
 
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() { // the session is over: handlers end with ctx, then the Lifetime closes
+		cancel(errors.New("helper: session ended"))
+		wg.Wait()
+	}()
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
