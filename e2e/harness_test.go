@@ -15,6 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/porthole/porthole/internal/testenv"
 	"github.com/porthole/porthole/server"
+	"github.com/porthole/porthole/surface"
+	"github.com/porthole/porthole/terminal"
 )
 
 // serveGateway runs server.New with cfg behind httptest until the test ends: SQLite in a
@@ -27,6 +29,9 @@ func serveGateway(t testing.TB, cfg server.Config) *httptest.Server {
 	}
 	if cfg.HelperPath == "" {
 		cfg.HelperPath = portholeBin
+	}
+	if cfg.Surfaces == nil {
+		cfg.Surfaces = []surface.Description{terminal.Surface}
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = time.Minute

@@ -190,10 +190,13 @@ func (s *Server) deleteAgent(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// stopAgent ends an agent's terminals and stops its helper; purge also removes its home.
+// stopAgent ends what every surface holds for the agent and stops its helper; purge also
+// removes its home.
 func (s *Server) stopAgent(ctx context.Context, id string, purge bool) {
 	s.kick(func(i socketInfo) bool { return i.agentID == id }, "this agent was stopped or deleted")
-	s.terms.CloseAgent(id)
+	for _, h := range s.surfaces {
+		h.gw.CloseAgent(id)
+	}
 	if err := s.bridge.Forget(context.WithoutCancel(ctx), id, purge); err != nil {
 		s.log.Error("stop agent helper", "agent", id, "purge", purge, "err", err)
 	}

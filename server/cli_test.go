@@ -104,7 +104,7 @@ func TestUserCommand(t *testing.T) {
 func serveDir(t *testing.T, dir string) *env {
 	t.Helper()
 	e := &env{t: t, bridge: &fakeBridge{}, terms: &fakeTerms{}, clock: &fakeClock{now: time.Now()}}
-	s, err := New(context.Background(), Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler), Bridge: e.bridge, Terminals: e.terms})
+	s, err := New(context.Background(), Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler), Bridge: e.bridge, Surfaces: fakeTerminal(e.terms)})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -219,7 +219,7 @@ func TestServeRuns(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, Config{Addr: addr, DataDir: t.TempDir(), AdminPassword: adminPassword,
-			Logger: slog.New(slog.DiscardHandler), Bridge: &fakeBridge{}, Terminals: &fakeTerms{}})
+			Logger: slog.New(slog.DiscardHandler), Bridge: &fakeBridge{}, Surfaces: fakeTerminal(&fakeTerms{})})
 	}()
 	waitFor(t, "healthz", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")

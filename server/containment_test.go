@@ -19,6 +19,7 @@ import (
 
 	"github.com/porthole/porthole/api"
 	"github.com/porthole/porthole/internal/testenv"
+	"github.com/porthole/porthole/surface"
 	"github.com/porthole/porthole/terminal"
 )
 
@@ -365,6 +366,7 @@ func TestExecFloodRealAgent(t *testing.T) {
 	testenv.LookPath(t, "bwrap")
 	dir := t.TempDir()
 	s, err := New(context.Background(), Config{DataDir: dir, AdminPassword: adminPassword, HelperPath: buildHelper(t),
+		Surfaces:        []surface.Description{terminal.Surface},
 		ContainerEngine: "unix://" + filepath.Join(dir, "no-engine.sock"), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("New: %v", err)

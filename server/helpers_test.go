@@ -21,6 +21,7 @@ import (
 	"github.com/porthole/porthole/api"
 	"github.com/porthole/porthole/bridges"
 	"github.com/porthole/porthole/server/store"
+	"github.com/porthole/porthole/surface"
 	"github.com/porthole/porthole/terminal"
 )
 
@@ -101,6 +102,14 @@ func (f *fakeTerms) Close() {
 	f.closed = true
 }
 
+func (f *fakeTerms) Routes() []surface.Route { return nil }
+
+// fakeTerminal registers f as the terminal surface's gateway half.
+func fakeTerminal(f *fakeTerms) []surface.Description {
+	return []surface.Description{{Name: api.SurfaceTerminal,
+		Gateway: func(surface.Env) (surface.Gateway, error) { return f, nil }}}
+}
+
 // fakeClock is a settable clock for the login limiter.
 type fakeClock struct {
 	mu  sync.Mutex
@@ -159,7 +168,7 @@ func newEnvTLS(t testing.TB, tls bool, opts ...envOption) *env {
 		AdminPassword: adminPassword,
 		Logger:        slog.New(slog.NewTextHandler(&lockedWriter{w: e.logs}, nil)),
 		Bridge:        e.bridge,
-		Terminals:     e.terms,
+		Surfaces:      fakeTerminal(e.terms),
 	}
 	for _, o := range opts {
 		o(&cfg)

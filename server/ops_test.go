@@ -227,7 +227,7 @@ func TestFirstStartAdmin(t *testing.T) {
 	start := func() (*Server, string) {
 		var out bytes.Buffer
 		s, err := New(context.Background(), Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler),
-			Bridge: &fakeBridge{}, Terminals: &fakeTerms{}, AdminPasswordOut: &out})
+			Bridge: &fakeBridge{}, Surfaces: fakeTerminal(&fakeTerms{}), AdminPasswordOut: &out})
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}

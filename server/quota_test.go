@@ -154,12 +154,12 @@ func TestConfiguredLimitsAndQuotas(t *testing.T) {
 			t.Errorf("create with pids %d = %d (%s), want %d %q", c.pids, code, msg, c.want, c.msg)
 		}
 	}
-	_, err := New(context.Background(), Config{DataDir: t.TempDir(), Bridge: &fakeBridge{}, Terminals: &fakeTerms{},
+	_, err := New(context.Background(), Config{DataDir: t.TempDir(), Bridge: &fakeBridge{}, Surfaces: fakeTerminal(&fakeTerms{}),
 		Limits: LimitPolicy{Default: api.Limits{MemoryMiB: 4096}, Max: api.Limits{MemoryMiB: 1024}}})
 	if err == nil || !strings.Contains(err.Error(), "default memory_mib 4096 is above the max 1024") {
 		t.Errorf("New with default above max = %v, want an error naming both", err)
 	}
-	if _, err := New(context.Background(), Config{DataDir: t.TempDir(), Bridge: &fakeBridge{}, Terminals: &fakeTerms{}, AllowedHosts: []string{"http://x"}}); err == nil {
+	if _, err := New(context.Background(), Config{DataDir: t.TempDir(), Bridge: &fakeBridge{}, Surfaces: fakeTerminal(&fakeTerms{}), AllowedHosts: []string{"http://x"}}); err == nil {
 		t.Errorf("New with an allowed host that is a URL: want an error")
 	}
 }

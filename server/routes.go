@@ -50,6 +50,12 @@ func (s *Server) routes(web http.Handler) *echo.Echo {
 	for _, sf := range api.Surfaces {
 		e.GET(agentPath+"/"+string(sf), s.surface(sf), allowed(watchOn(sf)))
 	}
+	for _, h := range s.surfaces {
+		for _, r := range h.gw.Routes() {
+			on := rule{agent: true, token: true, surface: h.name, level: r.Level}
+			e.Add(r.Method, agentPath+"/"+string(h.name)+"/"+r.Path, s.surfaceRoute(h.name, r), allowed(on))
+		}
+	}
 
 	e.GET("/api/audit", s.listAudit, allowed(user))
 	e.Any("/api/*", func(c echo.Context) error {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/porthole/porthole/api"
-	"github.com/porthole/porthole/terminal"
+	"github.com/porthole/porthole/surface"
 )
 
 // ServeConfig is `porthole serve`'s configuration: flags > PORTHOLE_* environment >
@@ -212,7 +212,7 @@ func (c ServeConfig) Config(getenv func(string) string, logger *slog.Logger) (Co
 			Max:     api.Limits{Pids: c.MaxPids, MemoryMiB: int64(c.MaxMemoryMiB), CPUPct: c.MaxCPUPct, DiskMiB: int64(c.MaxDiskMiB)},
 		},
 		Quotas: Quotas{AgentsPerUser: c.MaxAgentsPerUser, ExecsPerAgent: c.MaxExecsPerAgent, ExecsPerUser: c.MaxExecsPerUser},
-		Terminal: terminal.Config{MaxTotal: c.MaxTerminals, MaxPerAgent: c.MaxTerminalsPerAgent,
+		Terminal: surface.Caps{MaxTotal: c.MaxTerminals, MaxPerAgent: c.MaxTerminalsPerAgent,
 			MaxPerUser: c.MaxTerminalsPerUser, AdminReserve: c.AdminReservedTerminals},
 	}
 	for _, n := range []struct {
@@ -271,8 +271,9 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("log format %q: text or json", format)
 }
 
-// Serve parses serve's flags and runs the gateway until ctx ends, then shuts down gracefully.
-func Serve(ctx context.Context, args []string) error {
+// Serve parses serve's flags and runs the gateway with surfaces until ctx ends, then shuts
+// down gracefully.
+func Serve(ctx context.Context, args []string, surfaces []surface.Description) error {
 	sc, err := LoadServeConfig(args, os.Getenv, os.Stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -288,6 +289,7 @@ func Serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg.Surfaces = surfaces
 	return run(ctx, cfg)
 }
 

@@ -12,8 +12,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strings"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -23,7 +24,7 @@ import (
 	"github.com/porthole/porthole/assets"
 	"github.com/porthole/porthole/bridges"
 	"github.com/porthole/porthole/server/store"
-	"github.com/porthole/porthole/terminal"
+	"github.com/porthole/porthole/surface"
 )
 
 // Version is the gateway's version string.
@@ -40,19 +41,9 @@ type Bridge interface {
 	Close() error
 }
 
-// TerminalService is what the gateway uses of *terminal.Service.
-type TerminalService interface {
-	Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent, v terminal.Viewer) error
-	CloseAgent(agentID string)
-	Close()
-}
+var _ Bridge = (*bridges.Manager)(nil)
 
-var (
-	_ Bridge          = (*bridges.Manager)(nil)
-	_ TerminalService = (*terminal.Service)(nil)
-)
-
-// streamOpener is the part of *bridges.Manager the real terminal service needs: Open starts
+// streamOpener is the part of *bridges.Manager the surfaces' gateway halves need: Open starts
 // the helper if needed and replaces one that idles out at that moment.
 type streamOpener interface {
 	Open(ctx context.Context, agent api.Agent, kind string) (net.Conn, error)
@@ -71,12 +62,16 @@ type Config struct {
 	AdminPassword    string         // first start; "" = generate and print once
 	HelperPath       string         // porthole binary used as the in-sandbox helper ("" = os.Executable())
 	IdleTimeout      time.Duration  // helper idle stop
-	Terminal         terminal.Config
 	Logger           *slog.Logger
-	// Test seams (nil = the real bridges.Manager / terminal.Service).
-	// Shutdown closes them either way.
-	Bridge    Bridge
-	Terminals TerminalService
+	// Surfaces are the surfaces this gateway serves (cmd/porthole lists them); a surface of
+	// api.Surfaces that is not here answers 501. Their gateway halves are built in New and
+	// closed by Shutdown.
+	Surfaces []surface.Description
+	// Terminal caps the terminal surface's sessions (serve's --max-terminals* flags): it
+	// is the terminal's surface.Env.Caps.
+	Terminal surface.Caps
+	// Test seam (nil = the real bridges.Manager). Shutdown closes it either way.
+	Bridge Bridge
 
 	// AllowedOrigins are extra origins ("https://porthole.example:8443") accepted besides
 	// same-origin on WebSocket upgrades and state-changing requests.
@@ -92,21 +87,22 @@ type Config struct {
 	AdminPasswordOut interface{ Write([]byte) (int, error) }
 }
 
-// Server is a running gateway: its store, backends, terminals and HTTP handler.
+// Server is a running gateway: its store, backends, surfaces and HTTP handler.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	st      *store.Store
-	bridge  Bridge
-	terms   TerminalService
-	echo    *echo.Echo
-	metrics *metrics
-	limiter *loginGuard
-	origins map[string]bool
-	hosts   hostAllow
-	limits  LimitPolicy
-	execs   *execLimiter
-	now     func() time.Time
+	cfg      Config
+	log      *slog.Logger
+	st       *store.Store
+	bridge   Bridge
+	surfaces []gatewayHalf // in Config.Surfaces order
+	conns    atomic.Uint64 // last surface.Viewer.Conn given out
+	echo     *echo.Echo
+	metrics  *metrics
+	limiter  *loginGuard
+	origins  map[string]bool
+	hosts    hostAllow
+	limits   LimitPolicy
+	execs    *execLimiter
+	now      func() time.Time
 
 	// ctx lives until Shutdown; every WebSocket session derives from it.
 	ctx    context.Context
@@ -134,9 +130,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.Terminal.Logger == nil {
-		cfg.Terminal.Logger = cfg.Logger.With("part", "terminal")
 	}
 	origins := map[string]bool{}
 	for _, o := range cfg.AllowedOrigins {
@@ -178,6 +171,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	fail := func(err error) (*Server, error) {
 		s.cancel(err)
+		s.closeSurfaces()
 		if s.bridge != nil && cfg.Bridge == nil {
 			s.bridge.Close()
 		}
@@ -204,19 +198,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s.bridge = mgr
 	}
-	s.terms = cfg.Terminals
-	if s.terms == nil {
-		o, ok := s.bridge.(streamOpener)
-		if !ok {
-			return fail(errors.New("Config.Terminals is required when Config.Bridge cannot open helper streams"))
-		}
-		tcfg := cfg.Terminal
-		if tcfg.OnAttach == nil {
-			tcfg.OnAttach = s.auditTerminalAttach
-		}
-		s.terms = terminal.NewService(tcfg, func(ctx context.Context, agent api.Agent) (net.Conn, error) {
-			return o.Open(ctx, s.clampLimits(agent), bridges.StreamTerminal)
-		})
+	if err := s.startSurfaces(); err != nil {
+		return fail(err)
 	}
 	for _, p := range s.bridge.Probe(ctx) {
 		if p.OK {
@@ -299,7 +282,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), deadline)
 		}
 		s.cancel(ErrShutdown)
-		s.terms.Close()
+		s.closeSurfaces()
 		for _, ws := range socks {
 			ws.Close()
 		}
@@ -322,17 +305,73 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.shutErr
 }
 
-// auditTerminalAttach records every attach to one terminal (the opener's included), beside the
-// surface.attach of the WebSocket that carries it.
-func (s *Server) auditTerminalAttach(agent api.Agent, v terminal.Viewer, id uint32, opened bool) {
-	action := "terminal.attach"
-	if opened {
-		action = "terminal.open"
+// gatewayHalf is one registered surface's gateway half.
+type gatewayHalf struct {
+	name api.Surface
+	gw   surface.Gateway
+}
+
+// startSurfaces builds the gateway half of every surface in Config.Surfaces.
+func (s *Server) startSurfaces() error {
+	for _, d := range s.cfg.Surfaces {
+		if !slices.Contains(api.Surfaces, d.Name) {
+			return fmt.Errorf("surface %q: not one of the API's surfaces %v", d.Name, api.Surfaces)
+		}
+		if s.surfaceOf(d.Name) != nil {
+			return fmt.Errorf("surface %q is listed twice", d.Name)
+		}
+		if d.Gateway == nil {
+			continue
+		}
+		gw, err := d.Gateway(s.surfaceEnv(d.Name))
+		if err != nil {
+			return fmt.Errorf("start the %s surface: %w", d.Name, err)
+		}
+		s.surfaces = append(s.surfaces, gatewayHalf{name: d.Name, gw: gw})
 	}
-	actor := v.Name
-	if strings.HasPrefix(v.ID, "token:") {
-		actor = v.ID
+	return nil
+}
+
+// surfaceOf is the gateway half of sf, or nil when it is not registered.
+func (s *Server) surfaceOf(sf api.Surface) surface.Gateway {
+	for _, h := range s.surfaces {
+		if h.name == sf {
+			return h.gw
+		}
 	}
-	s.appendAudit(s.ctx, api.AuditEvent{Actor: actor, Action: action, AgentID: agent.ID,
-		Surface: api.SurfaceTerminal, Mode: v.Mode, Detail: fmt.Sprintf("terminal %d", id)})
+	return nil
+}
+
+// closeSurfaces closes every gateway half, the last registered first.
+func (s *Server) closeSurfaces() {
+	for _, h := range slices.Backward(s.surfaces) {
+		h.gw.Close()
+	}
+}
+
+// surfaceEnv is what the gateway gives the gateway half of sf.
+func (s *Server) surfaceEnv(sf api.Surface) surface.Env {
+	env := surface.Env{
+		Open: func(ctx context.Context, agent api.Agent, kind string) (net.Conn, error) {
+			return nil, fmt.Errorf("open a %s stream: this gateway's backend cannot open helper streams", kind)
+		},
+		Audit: func(agent api.Agent, v surface.Viewer, action, detail string) {
+			actor := v.Name
+			if v.Token != "" {
+				actor = "token:" + v.Token
+			}
+			s.appendAudit(s.ctx, api.AuditEvent{Actor: actor, Action: string(sf) + "." + action, AgentID: agent.ID,
+				Surface: sf, Mode: v.Mode, Detail: detail})
+		},
+		Logger: s.log.With("part", string(sf)),
+	}
+	if o, ok := s.bridge.(streamOpener); ok {
+		env.Open = func(ctx context.Context, agent api.Agent, kind string) (net.Conn, error) {
+			return o.Open(ctx, s.clampLimits(agent), kind)
+		}
+	}
+	if sf == api.SurfaceTerminal { // the serve flags that cap sessions are the terminal's
+		env.Caps = s.cfg.Terminal
+	}
+	return env
 }

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/surface"
 )
 
 // Config configures the gateway side of the terminal surface. Zero fields take the defaults.
@@ -77,17 +79,12 @@ var (
 // OpenFunc opens a terminal stream to the agent's helper (bridges.Manager.Conn + Open(StreamTerminal)).
 type OpenFunc func(ctx context.Context, agent api.Agent) (net.Conn, error)
 
-// Viewer is who is on the other end of a WebSocket, with the level the gateway granted.
-type Viewer struct {
-	ID   string    // user id or "token:<id>"
-	Name string    // shown to the other viewers
-	Mode api.Level // watch or drive; watchers' input is dropped here
-	// User is the account the terminals this viewer opens count against (Config.MaxPerUser):
-	// the user id, the agent's owner for a token ("" = ID).
-	User string
-	// Admin viewers may use Config.AdminReserve and are not held to MaxPerUser.
-	Admin bool
-}
+// Viewer is who is on the other end of a WebSocket, with the level the gateway granted:
+// surface.Viewer, shared by every surface. The terminal reads ID and Name (shown to the
+// other viewers), Mode (watchers' input is dropped here), User (the account its terminals
+// count against, Config.MaxPerUser; "" = ID) and Admin (may use Config.AdminReserve, not
+// held to MaxPerUser).
+type Viewer = surface.Viewer
 
 // Service is the gateway side: terminals of all agents, their scrollback and their viewers.
 type Service struct {
@@ -320,6 +317,9 @@ func (s *Service) startTerm(ctx context.Context, agent api.Agent, cols, rows uin
 	t.log.Info("terminal opened", "by", by)
 	return t, nil
 }
+
+// Routes: the terminal has no routes besides its WebSocket.
+func (s *Service) Routes() []surface.Route { return nil }
 
 // CloseAgent ends every terminal of an agent (agent deleted or helper stopped).
 func (s *Service) CloseAgent(agentID string) {

@@ -38,7 +38,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "serve":
-		err = server.Serve(ctx, os.Args[2:])
+		err = server.Serve(ctx, os.Args[2:], surfaces)
 	case "user":
 		err = server.UserCommand(ctx, os.Args[2:], os.Stdin, os.Stdout)
 	case "helper":
