@@ -145,10 +145,12 @@ func Start(s Spec) (*Process, error) {
 	// The reaper writes one line: "pid N" once the command runs, or "err CODE MESSAGE".
 	line, _ := bufio.NewReader(statusR).ReadString('\n')
 	line = strings.TrimSpace(line)
+	if pid, ok := strings.CutPrefix(line, "pid "); ok {
+		p.Pid, _ = strconv.Atoi(pid) // before wait, which reads it
+	}
 	go p.wait() // owner: the Process; exits when the reaper exits
 	switch {
 	case strings.HasPrefix(line, "pid "):
-		p.Pid, _ = strconv.Atoi(line[4:])
 		return p, nil
 	case strings.HasPrefix(line, "err "):
 		<-p.done
