@@ -1,0 +1,391 @@
+//go:build !js
+
+package desktop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// session is one viewer's WebSocket. Its reader is Serve's goroutine; its only writer is
+// writeLoop. Everything it has to send is latest-wins state, never a queue that grows with
+// time: dirty tiles, the newest Control, Viewers, cursor and clipboard frames, and at most
+// maxErrQueue errors.
+type session struct {
+	h      *hub
+	v      Viewer
+	mode   Mode
+	ws     *websocket.Conn
+	cancel context.CancelCauseFunc
+	log    *slog.Logger
+	wake   chan struct{} // cap 1: "something to write"
+
+	pmu   sync.Mutex // pongs only (the ping handler runs in Serve's reader)
+	pongs [][]byte
+
+	// Guarded by hub.mu.
+	hello       []byte
+	modeFrame   []byte
+	control     []byte
+	viewers     []byte
+	cursorShape []byte
+	cursorPos   []byte
+	clipboard   []byte
+	errs        [][]byte
+	keyframe    bool     // send the whole screen next
+	dirty       []uint64 // tiles changed since the last frame sent
+	sentSeq     uint64   // newest entry the viewer has been sent
+	seq, acked  uint32   // FrameEnds sent and acknowledged
+	behind      int      // helper frames coalesced while the window was full
+	lastNote    time.Time
+}
+
+func newSession(h *hub, ws *websocket.Conn, v Viewer, cancel context.CancelCauseFunc) *session {
+	mode := ModeOf(v.Mode)
+	return &session{h: h, v: v, mode: mode, ws: ws, cancel: cancel, wake: make(chan struct{}, 1),
+		log:       h.log.With("viewer", v.ID, "conn", v.Conn),
+		hello:     Encode(Hello{Version: ProtocolVersion, Mode: mode, ViewerID: v.ID, ViewerName: v.Name}),
+		modeFrame: Encode(ModeMsg{Mode: mode}), keyframe: true}
+}
+
+func (s *session) wakeup() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *session) queuePong(data []byte) {
+	s.pmu.Lock()
+	if len(s.pongs) < 16 {
+		s.pongs = append(s.pongs, data)
+	}
+	s.pmu.Unlock()
+	s.wakeup()
+}
+
+// queueErr queues an Error frame (dropped when maxErrQueue are already waiting).
+func (s *session) queueErr(code ErrCode, msg string) {
+	s.h.mu.Lock()
+	s.queueErrLocked(code, msg)
+	s.h.mu.Unlock()
+}
+
+func (s *session) queueErrLocked(code ErrCode, msg string) {
+	if len(s.errs) < maxErrQueue {
+		s.errs = append(s.errs, Encode(ErrorMsg{Code: code, Message: msg}))
+		s.wakeup()
+	}
+}
+
+// noteLocked queues an error about dropped input, at most once a second.
+func (s *session) noteLocked(code ErrCode, msg string) {
+	if now := time.Now(); now.Sub(s.lastNote) >= noteEvery {
+		s.lastNote = now
+		s.queueErrLocked(code, msg)
+	}
+}
+
+func (s *session) windowOpen() bool { return int(s.seq-s.acked) < s.h.svc.cfg.Window }
+
+func (s *session) isOwner() bool {
+	return s.v.Token == "" && (s.v.Admin || (s.v.ID != "" && s.v.ID == s.h.agent.OwnerID))
+}
+
+// join adds a viewer to the hub.
+func (h *hub) join(s *session) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return h.endErr
+	}
+	if len(h.sessions) >= MaxViewers {
+		return fmt.Errorf("this desktop already has %d viewers (the most it allows); try again later", MaxViewers)
+	}
+	h.sessions = append(h.sessions, s)
+	s.control = h.holder.frame()
+	s.dirty = make([]uint64, (h.model.cols*h.model.rows+63)/64)
+	s.cursorShape, s.cursorPos = h.cursorShp, h.cursorFrm
+	if s.mode == ModeDrive {
+		s.clipboard = h.clipboard
+	}
+	h.viewersLocked()
+	s.log.Info("desktop viewer joined", "mode", s.mode)
+	return nil
+}
+
+// leave removes a viewer; the control it held is released.
+func (h *hub) leave(s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, o := range h.sessions {
+		if o == s {
+			h.sessions = append(h.sessions[:i:i], h.sessions[i+1:]...)
+			break
+		}
+	}
+	if h.holder.sess == s {
+		h.setHolderLocked(holder{})
+	}
+	h.viewersLocked()
+	h.lagLocked()
+	s.log.Info("desktop viewer left")
+}
+
+// viewersLocked tells every viewer who is attached.
+func (h *hub) viewersLocked() {
+	vs := make([]ViewerInfo, len(h.sessions))
+	for i, s := range h.sessions {
+		vs[i] = ViewerInfo{ID: s.v.ID, Name: s.v.Name, Mode: s.mode}
+	}
+	f := Encode(Viewers{Viewers: vs})
+	for _, s := range h.sessions {
+		s.viewers = f
+		s.wakeup()
+	}
+}
+
+// setHolderLocked changes who holds control and tells every viewer.
+func (h *hub) setHolderLocked(c holder) {
+	if c.sess == h.holder.sess && c.agent == h.holder.agent && c.id == h.holder.id {
+		return
+	}
+	if h.holder.agent && h.agentTimer != nil {
+		h.agentTimer.Stop()
+		h.agentGen++
+	}
+	if h.apiButtons != 0 && !c.agent {
+		// The agent's API left buttons down: release them before a person drives.
+		h.trySendLocked(Encode(Pointer{X: h.cursorPos.X, Y: h.cursorPos.Y}))
+		h.apiButtons = 0
+	}
+	h.holder = c
+	f := c.frame()
+	for _, s := range h.sessions {
+		s.control = f
+		s.wakeup()
+	}
+	h.log.Info("desktop control", "holder", c.id, "agent", c.agent)
+}
+
+// handle acts on one viewer frame.
+func (h *hub) handle(ctx context.Context, s *session, m Message) {
+	switch m := m.(type) {
+	case Ack:
+		h.mu.Lock()
+		if d := m.Seq - s.acked; d != 0 && d <= s.seq-s.acked {
+			s.acked = m.Seq
+			s.wakeup()
+			h.lagLocked()
+		}
+		h.mu.Unlock()
+	case Refresh:
+		h.mu.Lock()
+		s.keyframe = true
+		s.wakeup()
+		h.mu.Unlock()
+	case TakeControl:
+		h.takeControl(s)
+	case ReleaseControl:
+		h.mu.Lock()
+		if h.holder.sess == s {
+			h.setHolderLocked(holder{})
+		}
+		h.mu.Unlock()
+	default:
+		if !IsInput(m.Op()) {
+			s.queueErr(ErrCodeBadMessage, fmt.Sprintf("opcode 0x%02x is not sent by viewers", uint8(m.Op())))
+			return
+		}
+		f, ok := h.viewerInput(s, m)
+		if !ok {
+			return
+		}
+		if err := h.send(ctx, f); err != nil && ctx.Err() == nil {
+			s.queueErr(ErrCodeHelper, "input not delivered: "+err.Error())
+		}
+	}
+}
+
+// takeControl makes s the driver: when nobody or the agent holds control, when s is the
+// same person in another tab, or when s is the agent's owner or an admin (take-back).
+func (h *hub) takeControl(s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.mode != ModeDrive {
+		s.queueErrLocked(ErrCodeWatchOnly, "you are watching this desktop: only drivers can take control")
+		return
+	}
+	c := h.holder
+	if c.sess != nil && c.sess != s && c.id != s.v.ID && !s.isOwner() {
+		s.queueErrLocked(ErrCodeNotHolder, fmt.Sprintf("%s holds control of this desktop; ask them to release it (the agent's owner can take it back)", c.name))
+		return
+	}
+	h.setHolderLocked(holder{sess: s, id: s.v.ID, name: s.v.Name})
+}
+
+// viewerInput checks that s may send m (drives, holds control), clamps it to the display,
+// and returns its frame for the helper.
+func (h *hub) viewerInput(s *session, m Message) ([]byte, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.mode != ModeDrive {
+		s.noteLocked(ErrCodeWatchOnly, "you are watching this desktop: your input was dropped")
+		return nil, false
+	}
+	if h.holder.sess != s {
+		who := "nobody"
+		if !h.holder.none() {
+			who = h.holder.name
+		}
+		s.noteLocked(ErrCodeNotHolder, fmt.Sprintf("your input was dropped: %s holds control; take control first", who))
+		return nil, false
+	}
+	m, ok := h.clampLocked(m)
+	if !ok {
+		return nil, false
+	}
+	return Encode(m), true
+}
+
+// clampLocked clamps a pointer's coordinates and a resize to the display (false: no
+// display yet, so there is nothing to point at).
+func (h *hub) clampLocked(m Message) (Message, bool) {
+	sc := h.model.screen
+	switch p := m.(type) {
+	case Pointer:
+		if sc.W == 0 {
+			return nil, false
+		}
+		p.X, p.Y = min(p.X, sc.W-1), min(p.Y, sc.H-1)
+		return p, true
+	case Wheel:
+		if sc.W == 0 {
+			return nil, false
+		}
+		p.X, p.Y = min(p.X, sc.W-1), min(p.Y, sc.H-1)
+		return p, true
+	case ResizeRequest:
+		p.W, p.H = ClampDisplay(p.W, p.H)
+		return p, true
+	}
+	return m, true
+}
+
+// take returns, in order, the frames s should write now: what changed since its last
+// call. Pixels go only while its window of unacknowledged frames is open.
+func (h *hub) take(s *session, out [][]byte) [][]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	add := func(f *[]byte) {
+		if *f != nil {
+			out = append(out, *f)
+			*f = nil
+		}
+	}
+	add(&s.hello)
+	add(&s.modeFrame)
+	out = append(out, s.errs...)
+	s.errs = nil
+	add(&s.control)
+	add(&s.viewers)
+	add(&s.clipboard)
+	if md := &h.model; md.tiles != nil && s.windowOpen() && (s.keyframe || anySet(s.dirty)) {
+		if s.keyframe {
+			out = append(out, md.screenFrame)
+			out = append(out, h.collectLocked(nil, 0)...)
+		} else {
+			out = append(out, h.collectLocked(s.dirty, s.sentSeq)...)
+		}
+		s.keyframe = false
+		clear(s.dirty)
+		s.sentSeq = h.lastSeqLocked()
+		s.seq++
+		s.behind = 0
+		out = append(out, Encode(FrameEnd{Seq: s.seq}))
+	}
+	add(&s.cursorShape)
+	add(&s.cursorPos)
+	return out
+}
+
+func anySet(b []uint64) bool {
+	for _, w := range b {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// writeLoop is the WebSocket's only writer.
+func (s *session) writeLoop(ctx context.Context) error {
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
+	var batch [][]byte
+	for {
+		if ctx.Err() != nil {
+			s.closeWS(ctx)
+			return nil
+		}
+		s.pmu.Lock()
+		pongs := s.pongs
+		s.pongs = nil
+		s.pmu.Unlock()
+		for _, p := range pongs {
+			if err := s.ws.WriteControl(websocket.PongMessage, p, time.Now().Add(writeTimeout)); err != nil {
+				return fmt.Errorf("write pong: %w", err)
+			}
+		}
+		batch = s.h.take(s, batch[:0])
+		for _, f := range batch {
+			s.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if err := s.ws.WriteMessage(websocket.BinaryMessage, f); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+		}
+		if len(batch) > 0 {
+			clear(batch) // let the GC have frames the model dropped
+			continue
+		}
+		select {
+		case <-s.wake:
+		case <-ping.C:
+			if err := s.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)); err != nil {
+				return fmt.Errorf("write ping: %w", err)
+			}
+		case <-ctx.Done():
+		}
+	}
+}
+
+// closeWS writes the errors still queued (the reason the hub ended), then a close frame
+// saying why the server ends the connection (best effort).
+func (s *session) closeWS(ctx context.Context) {
+	s.h.mu.Lock()
+	errs := s.errs
+	s.errs = nil
+	s.h.mu.Unlock()
+	deadline := time.Now().Add(time.Second)
+	s.ws.SetWriteDeadline(deadline)
+	for _, f := range errs {
+		if s.ws.WriteMessage(websocket.BinaryMessage, f) != nil {
+			break
+		}
+	}
+	cause := context.Cause(ctx)
+	code, text := websocket.CloseNormalClosure, ""
+	switch {
+	case errors.Is(cause, ErrClosed):
+		code, text = websocket.CloseGoingAway, "server shutting down"
+	case errors.Is(cause, ErrHelper), errors.Is(cause, ErrBadHelper):
+		code, text = websocket.CloseTryAgainLater, "desktop helper unavailable"
+	}
+	s.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), deadline)
+}

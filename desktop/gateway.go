@@ -1,0 +1,338 @@
+//go:build !js
+
+package desktop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/surface"
+)
+
+// StreamKind is the helper stream that carries one agent's display (bridges.StreamDesktop).
+const StreamKind = string(api.SurfaceDesktop)
+
+// Config configures the desktop surface's gateway half. Zero fields take the defaults.
+type Config struct {
+	// Grace keeps an agent's helper stream open this long after its last viewer or API call
+	// left (default 30 s), so that a reload or the next computer-use step finds it warm.
+	Grace time.Duration
+	// Window is how many frames a viewer may have unacknowledged (default 2). Meanwhile the
+	// gateway only marks the tiles that changed: a slow viewer costs no memory over time.
+	Window int
+	// MaxModelBytes bounds the encoded screen the gateway keeps per agent (default 96 MiB):
+	// a helper that goes over it is cut off.
+	MaxModelBytes int
+	// MaxWait caps the computer-use "wait" action (default 10 s).
+	MaxWait time.Duration
+	// AgentHold is how long the agent's API keeps showing as the driver after its last
+	// input action (default 5 s). A person may take control from the agent at any time.
+	AgentHold time.Duration
+	// OnCall, if set, audits every computer-use call (screenshot and actions, refused ones
+	// included): action is "screenshot" or "action", detail says what and how it ended.
+	// It may block briefly (the audit log write); it is never called with a lock held.
+	OnCall func(agent api.Agent, v Viewer, action, detail string)
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultGrace         = 30 * time.Second
+	DefaultWindow        = 2
+	DefaultMaxModelBytes = 96 << 20
+	DefaultMaxWait       = 10 * time.Second
+	DefaultAgentHold     = 5 * time.Second
+)
+
+const (
+	tileSize          = 64       // the gateway's grid over the screen
+	maxPendingRects   = 1 << 14  // rects in one helper frame
+	maxPendingBytes   = 64 << 20 // bytes of rects in one helper frame
+	helperQueue       = 256      // frames queued to the helper's stream
+	maxShotsInFlight  = 8        // screenshot requests per agent
+	maxErrQueue       = 32       // error frames queued per viewer (more are dropped)
+	noteEvery         = time.Second
+	lagEvery          = 200 * time.Millisecond
+	openTimeout       = 60 * time.Second
+	shotTimeout       = 30 * time.Second
+	pingEvery         = 20 * time.Second
+	readTimeout       = 60 * time.Second
+	writeTimeout      = 30 * time.Second
+	helperWriteTimout = 10 * time.Second
+	viewerReadLimit   = MaxClipboard + 64
+)
+
+// Sentinel errors. The server's routes map them to HTTP statuses (see HTTPStatus).
+var (
+	// ErrClosed: the service was closed (gateway shutdown).
+	ErrClosed = errors.New("desktop service closed")
+	// ErrHelper: the agent's helper could not be reached, or its desktop stream ended.
+	ErrHelper = errors.New("desktop helper unavailable")
+	// ErrBadHelper: the helper sent a malformed frame; its stream was ended.
+	ErrBadHelper = errors.New("desktop helper sent a bad frame")
+	// ErrBadAction: a computer-use request is invalid (400).
+	ErrBadAction = errors.New("bad desktop action")
+	// ErrControlHeld: a person holds control of the display; agent input is refused (409).
+	ErrControlHeld = errors.New("a person holds control of the desktop")
+	// ErrWatchOnly: the caller may only watch this desktop (403).
+	ErrWatchOnly = errors.New("watch-only access to the desktop")
+	// ErrBusy: too many screenshots in flight for one agent (503).
+	ErrBusy = errors.New("desktop busy")
+	// ErrTimeout: the helper did not answer in time (504).
+	ErrTimeout = errors.New("desktop helper did not answer in time")
+	// errIdle ends a hub once nobody used it for Config.Grace.
+	errIdle = errors.New("desktop idle")
+)
+
+// ControlHeldError is ErrControlHeld naming who holds control.
+type ControlHeldError struct{ Holder string }
+
+func (e *ControlHeldError) Error() string {
+	return fmt.Sprintf("%s holds control of this desktop: agent input is refused until they release it", e.Holder)
+}
+
+// Is makes errors.Is(err, ErrControlHeld) true.
+func (e *ControlHeldError) Is(target error) bool { return target == ErrControlHeld }
+
+// OpenFunc opens a desktop stream to the agent's helper, starting the helper if needed
+// (bridges.Manager.Open(ctx, agent, bridges.StreamDesktop)).
+type OpenFunc func(ctx context.Context, agent api.Agent) (net.Conn, error)
+
+// Viewer is who is on the other end of a WebSocket or an API call (surface.Viewer). The
+// desktop reads ID and Name (shown to others), Mode (watchers' input is dropped), Token
+// (an agent token is never a person) and Admin; the agent's owner is v.ID == agent.OwnerID.
+type Viewer = surface.Viewer
+
+// ModeOf maps a granted level to the wire's Mode.
+func ModeOf(l api.Level) Mode {
+	if l.AtLeast(api.LevelDrive) {
+		return ModeDrive
+	}
+	return ModeWatch
+}
+
+// Service is the desktop surface's gateway half: one hub per agent in use, its viewers,
+// control, and the computer-use API.
+type Service struct {
+	cfg    Config
+	open   OpenFunc
+	log    *slog.Logger
+	ctx    context.Context // ends at Close
+	cancel context.CancelCauseFunc
+
+	mu     sync.Mutex
+	hubs   map[string]*hub
+	closed bool
+
+	wg sync.WaitGroup // hubs' goroutines
+}
+
+var _ surface.Gateway = (*Service)(nil)
+
+// NewService returns a Service that opens helper streams with open.
+func NewService(cfg Config, open OpenFunc) *Service {
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.MaxModelBytes <= 0 {
+		cfg.MaxModelBytes = DefaultMaxModelBytes
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.AgentHold <= 0 {
+		cfg.AgentHold = DefaultAgentHold
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Service{cfg: cfg, open: open, log: cfg.Logger.With("surface", "desktop"),
+		ctx: ctx, cancel: cancel, hubs: map[string]*hub{}}
+}
+
+// NewGateway builds the gateway half from the server's Env (surface.Description.Gateway).
+func NewGateway(env surface.Env) (surface.Gateway, error) {
+	cfg := Config{Logger: env.Logger}
+	if env.Audit != nil {
+		cfg.OnCall = func(agent api.Agent, v Viewer, action, detail string) { env.Audit(agent, v, action, detail) }
+	}
+	return NewService(cfg, func(ctx context.Context, agent api.Agent) (net.Conn, error) {
+		return env.Open(ctx, agent, StreamKind)
+	}), nil
+}
+
+// acquire returns the agent's hub, starting it (and its helper stream) if needed, and
+// counts one user of it until release.
+func (s *Service) acquire(agent api.Agent) (*hub, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	h := s.hubs[agent.ID]
+	if h == nil {
+		h = newHub(s, agent)
+		s.hubs[agent.ID] = h
+		s.wg.Add(1)
+		go h.run() // owner: Service (wg); exits when the stream ends, the hub idles, or Close
+	}
+	h.users++
+	h.graceGen++
+	if h.graceTimer != nil {
+		h.graceTimer.Stop()
+		h.graceTimer = nil
+	}
+	return h, nil
+}
+
+// release ends one use of h; the last one starts the grace period.
+func (s *Service) release(h *hub) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.users--; h.users > 0 {
+		return
+	}
+	gen := h.graceGen
+	h.graceTimer = time.AfterFunc(s.cfg.Grace, func() {
+		s.mu.Lock()
+		idle := h.users == 0 && h.graceGen == gen
+		if idle && s.hubs[h.agent.ID] == h {
+			delete(s.hubs, h.agent.ID)
+		}
+		s.mu.Unlock()
+		if idle {
+			h.cancel(errIdle)
+		}
+	})
+}
+
+// forget unmaps h once it ended (a new use starts a new hub).
+func (s *Service) forget(h *hub) {
+	s.mu.Lock()
+	if s.hubs[h.agent.ID] == h {
+		delete(s.hubs, h.agent.ID)
+	}
+	if h.graceTimer != nil {
+		h.graceTimer.Stop()
+	}
+	s.mu.Unlock()
+}
+
+// Routes are the computer-use API: GET screenshot and POST actions (actions.go).
+func (s *Service) Routes() []surface.Route {
+	return []surface.Route{
+		{Method: "GET", Path: "screenshot", Level: api.LevelWatch, HTTP: s.serveScreenshot},
+		{Method: "POST", Path: "actions", Level: api.LevelDrive, HTTP: s.serveAction},
+	}
+}
+
+// CloseAgent ends the agent's desktop: its helper stream and every viewer of it.
+func (s *Service) CloseAgent(agentID string) {
+	s.mu.Lock()
+	h := s.hubs[agentID]
+	delete(s.hubs, agentID)
+	s.mu.Unlock()
+	if h != nil {
+		h.cancel(fmt.Errorf("%w: the agent was stopped", ErrHelper))
+	}
+}
+
+// Close ends every hub and viewer and waits for the hubs' goroutines. Serve calls in
+// flight return soon after (their sessions end with ErrClosed).
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	hubs := make([]*hub, 0, len(s.hubs))
+	for _, h := range s.hubs {
+		hubs = append(hubs, h)
+	}
+	s.mu.Unlock()
+	s.cancel(ErrClosed)
+	for _, h := range hubs {
+		h.cancel(ErrClosed)
+	}
+	s.wg.Wait()
+}
+
+// Serve runs one viewer's WebSocket until it closes or ctx ends; the server has
+// authenticated, authorized (at least watch) and upgraded it. It is the only writer of ws
+// (through the session's writer goroutine, which it owns and waits for). It returns nil
+// when the viewer closed normally.
+func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent, v Viewer) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopSvc := context.AfterFunc(s.ctx, func() { cancel(ErrClosed) })
+	defer stopSvc()
+
+	h, err := s.acquire(agent)
+	if err != nil {
+		return err
+	}
+	defer s.release(h)
+	sess := newSession(h, ws, v, cancel)
+	if err := h.join(sess); err != nil {
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseTryAgainLater, err.Error()), time.Now().Add(time.Second))
+		return err
+	}
+	defer h.leave(sess)
+
+	writerDone := make(chan struct{})
+	go func() { // owner: Serve, which waits for it; exits when ctx ends or a write fails
+		defer close(writerDone)
+		if err := sess.writeLoop(ctx); err != nil {
+			cancel(err)
+		}
+	}()
+	stopRead := context.AfterFunc(ctx, func() { ws.SetReadDeadline(time.Now()) })
+	defer stopRead()
+
+	ws.SetReadLimit(viewerReadLimit)
+	ws.SetReadDeadline(time.Now().Add(readTimeout))
+	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(readTimeout)) })
+	ws.SetPingHandler(func(data string) error {
+		sess.queuePong([]byte(data))
+		return ws.SetReadDeadline(time.Now().Add(readTimeout))
+	})
+	sess.log.Debug("desktop viewer connected", "mode", sess.mode)
+
+	var readErr error
+	for {
+		typ, data, err := ws.ReadMessage()
+		if err != nil {
+			readErr = err
+			break
+		}
+		ws.SetReadDeadline(time.Now().Add(readTimeout))
+		if typ != websocket.BinaryMessage {
+			sess.queueErr(ErrCodeBadMessage, "text messages are not part of the desktop protocol; send binary frames")
+			continue
+		}
+		m, err := Decode(data)
+		if err != nil {
+			sess.queueErr(ErrCodeBadMessage, err.Error())
+			continue
+		}
+		h.handle(ctx, sess, m)
+	}
+	if ctx.Err() == nil {
+		cancel(readErr)
+	}
+	<-writerDone
+	sess.log.Debug("desktop viewer disconnected", "cause", context.Cause(ctx))
+	if websocket.IsCloseError(readErr, websocket.CloseNormalClosure, websocket.CloseGoingAway) && context.Cause(ctx) == readErr {
+		return nil
+	}
+	return context.Cause(ctx)
+}

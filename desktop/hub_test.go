@@ -1,0 +1,275 @@
+//go:build !js
+
+package desktop
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// drawFrames sends n frames of random rects (partly overlapping tiles) and returns the
+// FrameEnd seq of the last.
+func drawFrames(t *testing.T, f *fakeHelper, tr *truth, rng *rand.Rand, n int, seq uint32) uint32 {
+	t.Helper()
+	W, H := int(tr.screen.W), int(tr.screen.H)
+	for range n {
+		for range 1 + rng.IntN(4) {
+			w, h := 1+rng.IntN(min(100, W)), 1+rng.IntN(min(100, H))
+			x, y := rng.IntN(W-w+1), rng.IntN(H-h+1)
+			if err := f.send(tr.rect(x, y, w, h, 16)); err != nil {
+				t.Fatalf("helper send: %v", err)
+			}
+		}
+		seq++
+		if err := f.send(FrameEnd{Seq: seq}); err != nil {
+			t.Fatalf("helper send: %v", err)
+		}
+	}
+	return seq
+}
+
+// converged waits until the viewer's picture is the helper's, and checks that every Rect
+// it got is byte for byte one the helper sent.
+func converged(t *testing.T, c *client, tr *truth, name string) {
+	t.Helper()
+	c.wait(name+" reconstructs the helper's screen", func(st *viewState) bool {
+		_, ok := samePix(st.pix, tr.pix)
+		return ok
+	})
+	for _, r := range c.state().rects {
+		if tr.sent == nil {
+			break
+		}
+		if !tr.sent[string(r)] {
+			t.Fatalf("%s got a Rect the helper never sent: % x", name, r[:min(len(r), 32)])
+		}
+	}
+}
+
+// A viewer reconstructs exactly what the helper drew, from the helper's own Rect bytes;
+// a viewer joining later gets a keyframe that draws the same picture.
+func TestViewerReconstructs(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := e.dial("alice", "drive", "")
+	f := e.helper()
+	tr := newTruth(256, 192)
+	rng := rand.New(rand.NewPCG(1, 2))
+	f.send(tr.screen)
+	seq := drawFrames(t, f, tr, rng, 200, 0)
+	converged(t, a, tr, "first viewer")
+
+	b := e.dial("bob", "watch", "")
+	converged(t, b, tr, "late viewer")
+	if st := b.state(); st.hello.ViewerID != "bob" || st.mode != ModeWatch || st.screen != tr.screen {
+		t.Fatalf("late viewer: hello %+v mode %v screen %v", st.hello, st.mode, st.screen)
+	}
+	// The late viewer's keyframe holds the latest rects only: far fewer than were sent.
+	if n := len(b.state().rects); n >= len(tr.sent)/2 {
+		t.Errorf("late viewer's keyframe has %d rects of %d sent: not the latest per tile", n, len(tr.sent))
+	}
+	drawFrames(t, f, tr, rng, 100, seq)
+	converged(t, a, tr, "first viewer")
+	converged(t, b, tr, "late viewer")
+
+	// Refresh: a keyframe from the gateway's model, the helper is not asked.
+	before := len(b.state().rects)
+	b.send(Refresh{})
+	b.wait("a keyframe after Refresh", func(st *viewState) bool { return len(st.rects) > before })
+	converged(t, b, tr, "refreshed viewer")
+
+	// A new Screen resets the model: the old rects are not sent to new viewers.
+	tr2 := newTruth(128, 64)
+	tr2.sent = tr.sent
+	f.send(tr2.screen)
+	drawFrames(t, f, tr2, rng, 20, 1000)
+	converged(t, a, tr2, "first viewer after resize")
+	c := e.dial("carol", "watch", "")
+	converged(t, c, tr2, "viewer after resize")
+	if e.opens.Load() != 1 {
+		t.Errorf("the gateway opened %d helper streams for one agent, want 1", e.opens.Load())
+	}
+}
+
+// 20 viewers get the same bytes, which are the helper's: the helper encodes (sends) each
+// frame once whatever the number of viewers.
+func TestTwentyViewersSameBytes(t *testing.T) {
+	e := newEnv(t, Config{})
+	tr := newTruth(256, 192)
+	var cs []*client
+	cs = append(cs, e.dial("v0", "watch", ""))
+	f := e.helper()
+	f.send(tr.screen)
+	for i := 1; i < 20; i++ {
+		cs = append(cs, e.dial("v"+string(rune('a'+i)), "watch", ""))
+	}
+	for _, c := range cs {
+		c.wait("the first keyframe", func(st *viewState) bool { return st.frameEnds >= 1 })
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var sent [][]byte
+	for i := range 50 {
+		r := tr.rect(rng.IntN(200), rng.IntN(150), 1+rng.IntN(56), 1+rng.IntN(42), 64+rng.IntN(512))
+		sent = append(sent, Encode(r))
+		f.send(r)
+		f.send(FrameEnd{Seq: uint32(i + 1)})
+		for _, c := range cs { // in lockstep: no coalescing, every viewer gets every rect
+			c.wait("the frame", func(st *viewState) bool { return len(st.rects) == i+1 })
+		}
+	}
+	for i, c := range cs {
+		got := c.state().rects
+		for j := range sent {
+			if !bytes.Equal(got[j], sent[j]) {
+				t.Fatalf("viewer %d rect %d differs from the helper's bytes", i, j)
+			}
+		}
+		converged(t, c, tr, "viewer")
+	}
+}
+
+// A viewer that never acknowledges and one whose TCP buffer is full leave the gateway's
+// memory bounded while the helper floods frames, and the other viewer follows at full rate.
+func TestSlowViewersBounded(t *testing.T) {
+	e := newEnv(t, Config{})
+	fast := e.dial("fast", "watch", "")
+	noAck := e.dialOpts("noack", "watch", "", false)
+	fast.mu.Lock()
+	fast.drop = true
+	fast.mu.Unlock()
+	noAck.mu.Lock()
+	noAck.drop = true
+	noAck.mu.Unlock()
+	stuck := e.dialRaw("stuck") // never reads: its socket buffers fill up
+	_ = stuck
+	f := e.helper()
+	tr := newTruth(512, 512)
+	tr.sent = nil // the test's own memory would dwarf the gateway's
+	f.send(tr.screen)
+	fast.wait("the first keyframe", func(st *viewState) bool { return st.frameEnds >= 1 })
+
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	const frames, perFrame, size = 3000, 4, 8 << 10 // 96 MiB of rects in all
+	rng := rand.New(rand.NewPCG(5, 6))
+	start := time.Now()
+	var peak uint64
+	for i := range frames {
+		for range perFrame {
+			x, y := rng.IntN(8)*64, rng.IntN(8)*64
+			if err := f.send(tr.rect(x, y, 64, 64, size)); err != nil {
+				t.Fatalf("helper send: %v", err)
+			}
+		}
+		f.send(FrameEnd{Seq: uint32(i + 1)})
+		if i%500 == 499 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapAlloc)
+		}
+	}
+	flood := time.Since(start)
+	converged(t, fast, tr, "fast viewer")
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	peak = max(peak, m1.HeapAlloc)
+	growth := int64(peak) - int64(m0.HeapAlloc)
+	t.Logf("flood of %d frames (%d MiB) took %v; heap %d KiB before, peak growth %d KiB; fast viewer drew %d frames",
+		frames, frames*perFrame*size>>20, flood, m0.HeapAlloc>>10, growth>>10, fast.state().frameEnds)
+	// The screen is 64 tiles of 8 KiB: the model is ~0.5 MiB; each viewer holds at most one batch.
+	if growth > 24<<20 {
+		t.Errorf("gateway heap grew by %d MiB while a viewer did not read: not bounded", growth>>20)
+	}
+	if n := noAck.state().frameEnds; n != DefaultWindow {
+		t.Errorf("the viewer that never acks got %d frames, want the window (%d)", n, DefaultWindow)
+	}
+	if n := fast.state().frameEnds; n < 20 {
+		t.Errorf("the fast viewer drew only %d frames during the flood", n)
+	}
+}
+
+// Each malformed helper frame ends the stream cleanly: viewers get Error{Helper} and are
+// disconnected, and the next viewer gets a new stream.
+func TestMalformedHelperFrames(t *testing.T) {
+	bad := map[string][]byte{
+		"unknown opcode":      {0, 0, 0, 1, 0x7e},
+		"oversized length":    {0xff, 0xff, 0xff, 0xff},
+		"zero length":         {0, 0, 0, 0},
+		"rect off the screen": streamFrame(Rect{X: 250, Y: 0, W: 64, H: 64, Enc: EncJPEG, Data: []byte{1}}),
+		"truncated rect":      {0, 0, 0, 3, byte(OpRect), 0, 1},
+		"viewer opcode":       streamFrame(TakeControl{}),
+		"bad cursor":          {0, 0, 0, 9, byte(OpCursorShape), 0, 1, 0, 1, 0, 0, 0, 0},
+	}
+	for name, frame := range bad {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			e := newEnv(t, Config{})
+			a := e.dial("alice", "drive", "")
+			f := e.helper()
+			tr := newTruth(256, 192)
+			f.send(tr.screen)
+			drawFrames(t, f, tr, rand.New(rand.NewPCG(7, 8)), 3, 0)
+			converged(t, a, tr, "viewer")
+			f.sendRaw(frame)
+			a.wait("Error{Helper}", a.hasErr(ErrCodeHelper, "bad frame"))
+			a.wait("the close", func(st *viewState) bool {
+				return websocket.IsCloseError(st.closed, websocket.CloseTryAgainLater)
+			})
+			<-f.done // the gateway closed the stream
+			b := e.dial("bob", "watch", "")
+			f2 := e.helper()
+			f2.send(tr.screen)
+			b.wait("a keyframe from the new stream", func(st *viewState) bool { return st.frameEnds >= 1 })
+		})
+	}
+}
+
+func streamFrame(m Message) []byte {
+	b := Encode(m)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+}
+
+// The helper stream stays open while anyone is attached, and closes Grace after the last
+// viewer left; a viewer back within Grace reuses it.
+func TestHelperStreamGrace(t *testing.T) {
+	e := newEnv(t, Config{Grace: 300 * time.Millisecond})
+	a := e.dial("alice", "drive", "")
+	f := e.helper()
+	f.send(Screen{W: 64, H: 64})
+	a.wait("a keyframe", func(st *viewState) bool { return st.frameEnds >= 1 })
+	a.close()
+	time.Sleep(100 * time.Millisecond)
+	b := e.dial("bob", "drive", "")
+	b.wait("a keyframe from the warm stream", func(st *viewState) bool { return st.frameEnds >= 1 })
+	b.close()
+	select {
+	case <-f.done:
+		t.Fatal("the stream closed before the grace period ended")
+	case <-time.After(150 * time.Millisecond):
+	}
+	select {
+	case <-f.done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the stream stayed open after the grace period")
+	}
+	if n := e.opens.Load(); n != 1 {
+		t.Fatalf("opened %d streams, want 1", n)
+	}
+}
+
+// A helper that cannot be reached: the viewer is told so and disconnected.
+func TestHelperUnreachable(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.failOpen.Store(true)
+	a := e.dial("alice", "drive", "")
+	a.wait("Error{Helper}", a.hasErr(ErrCodeHelper, "no helper for you"))
+	a.wait("the close", func(st *viewState) bool { return st.closed != nil })
+}
