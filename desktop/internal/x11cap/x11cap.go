@@ -121,14 +121,25 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// Rect is one encoded region of the screen, in screen pixels. When Scaled is set the JPEG is half the
+// Encodings of a Rect's Data (the same numbers as the desktop wire protocol's EncJPEG and EncPNG).
+const (
+	EncJPEG uint8 = 1
+	EncPNG  uint8 = 2
+)
+
+// SmallArea is the largest rect (in pixels) sent as PNG: lossless, and for a typed character a few
+// hundred bytes less than a JPEG's ~620 bytes of headers and tables.
+const SmallArea = 1024
+
+// Rect is one encoded region of the screen, in screen pixels. When Scaled is set the image is half the
 // size ((W+1)/2 × (H+1)/2) and must be stretched to W×H.
 type Rect struct {
 	X, Y, W, H int
 	Scaled     bool
-	Quality    int
-	Full444    bool // 4:4:4 chroma (settle refresh and keyframes)
-	JPEG       []byte
+	Quality    int   // JPEG quality; 100 for PNG
+	Full444    bool  // 4:4:4 chroma or lossless (settle refresh, keyframes, PNG)
+	Enc        uint8 // EncJPEG or EncPNG
+	Data       []byte
 }
 
 // Cursor is the pointer's image: straight (not premultiplied) RGBA, W×H, row-major.
@@ -156,7 +167,7 @@ type Frame struct {
 func (f Frame) Bytes() int {
 	n := 0
 	for _, r := range f.Rects {
-		n += len(r.JPEG)
+		n += len(r.Data)
 	}
 	return n
 }
@@ -200,6 +211,7 @@ type Capturer struct {
 	class   []int
 	half    []byte
 	enc     *tjpeg.Encoder
+	png     pngEncoder
 	motion  int // consecutive large-motion frames
 	calm    int // consecutive frames under half the threshold while in half-resolution mode
 	halfRes bool
@@ -844,16 +856,20 @@ func (c *Capturer) encodeBox(b box) (Rect, error) {
 func (c *Capturer) encodeInto(r *Rect, pix []byte, stride int) error {
 	src := pix[r.Y*stride+r.X*4:]
 	var err error
-	if r.Scaled {
+	r.Enc = EncJPEG
+	if !r.Scaled && r.W*r.H <= SmallArea {
+		r.Enc, r.Quality, r.Full444 = EncPNG, 100, true
+		r.Data, err = c.png.encode(src, r.W, r.H, stride)
+	} else if r.Scaled {
 		var w2, h2 int
 		c.half, w2, h2 = halve(c.half, src, r.W, r.H, stride)
-		r.JPEG, err = c.enc.EncodeBGRX(c.half, w2, h2, w2*4, r.Quality, tjpeg.S420)
+		r.Data, err = c.enc.EncodeBGRX(c.half, w2, h2, w2*4, r.Quality, tjpeg.S420)
 	} else {
 		sub := tjpeg.S420
 		if r.Quality >= c.opts.HighQuality {
 			sub, r.Full444 = tjpeg.S444, true
 		}
-		r.JPEG, err = c.enc.EncodeBGRX(src, r.W, r.H, stride, r.Quality, sub)
+		r.Data, err = c.enc.EncodeBGRX(src, r.W, r.H, stride, r.Quality, sub)
 	}
 	if err != nil {
 		return fmt.Errorf("x11cap: encode %dx%d at %d,%d: %w", r.W, r.H, r.X, r.Y, err)

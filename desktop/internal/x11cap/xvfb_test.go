@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"image"
 	"image/draw"
-	"image/jpeg"
+	_ "image/jpeg"
+	_ "image/png"
 	"log"
 	"math"
 	"math/rand/v2"
@@ -209,7 +210,10 @@ func (m *model) apply(t testing.TB, f Frame) {
 		if r.X < 0 || r.Y < 0 || r.W <= 0 || r.H <= 0 || r.X+r.W > m.w || r.Y+r.H > m.h {
 			t.Fatalf("rect %d,%d %dx%d outside %dx%d", r.X, r.Y, r.W, r.H, m.w, m.h)
 		}
-		img, err := jpeg.Decode(bytes.NewReader(r.JPEG))
+		if r.Enc != EncJPEG && r.Enc != EncPNG || r.Enc == EncPNG && r.Scaled {
+			t.Fatalf("rect encoding %d scaled=%v", r.Enc, r.Scaled)
+		}
+		img, _, err := image.Decode(bytes.NewReader(r.Data))
 		if err != nil {
 			t.Fatalf("rect %d,%d %dx%d: %v", r.X, r.Y, r.W, r.H, err)
 		}
