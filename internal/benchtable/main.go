@@ -39,6 +39,11 @@ var targets = []target{
 	{what: "app warm first paint (pre-rendered)", bench: "BenchmarkAppRender", unit: "ms-warm", op: "<=", limit: 150},
 	{what: "app cold, WASM interactive", bench: "BenchmarkAppRender", unit: "ms-cold-interactive", op: "<=", limit: 400},
 	{what: "app warm, WASM interactive", bench: "BenchmarkAppRender", unit: "ms-warm-interactive", op: "<=", limit: 150},
+	{what: "desktop CPU per changed 1080p frame", bench: "BenchmarkDesktopFrame/full_res", unit: "ms-cpu/frame", op: "<=", limit: 10},
+	{what: "desktop frame CPU vs Octop-style baseline", bench: "BenchmarkDesktopFrame/full_res", unit: "ms-cpu/frame", op: "<=", limit: 0.25, base: "BenchmarkDesktopOctopBaseline", bunit: "ms-cpu/frame"},
+	{what: "desktop full-screen motion, 1 core", bench: "BenchmarkDesktopMotion", unit: "fps", op: ">=", limit: 30},
+	{what: "desktop typed line vs full frame", bench: "BenchmarkDesktopTypedLine", unit: "line-%", op: "<=", limit: 5},
+	{what: "desktop idle screen", bench: "BenchmarkDesktopIdle", unit: "B/s", op: "<=", limit: 0},
 }
 
 var lineRE = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
