@@ -100,6 +100,8 @@ func (p *AgentPage) renderTab() app.UI {
 	switch p.tab {
 	case api.SurfaceTerminal:
 		return &TerminalPanel{AgentID: p.agent.ID, Mode: level}
+	case api.SurfaceDesktop:
+		return &DesktopPanel{AgentID: p.agent.ID, Mode: level}
 	default:
 		return app.Div().Class("placeholder").Body(
 			app.P().Text(surfaceTitle(p.tab)+" — coming soon."),

@@ -3,6 +3,8 @@ package app
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/maxence-charriere/go-app/v10/pkg/app"
 )
 
 // termKey is one button of the phone keys bar.
@@ -105,4 +107,28 @@ func termKeySeq(name string, m termMods) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// specialKeysBar is the phone keys bar, shared by the terminal and the desktop viewer:
+// termKeys left to right, Ctrl and Alt shown armed per mods; onKey gets the tapped key's name.
+// Its buttons must not take the focus from the terminal or the desktop's keyboard input
+// (terminal.js noBlur), so the soft keyboard stays up.
+func specialKeysBar(mods termMods, onKey func(name string)) app.UI {
+	return app.Div().Class("terminal-keys").Role("toolbar").Aria("label", "Special keys").Body(
+		app.Range(termKeys).Slice(func(i int) app.UI {
+			k := termKeys[i]
+			name := k.Name
+			cls := "terminal-key"
+			pressed := (name == termKeyCtrl && mods.Ctrl) || (name == termKeyAlt && mods.Alt)
+			if pressed {
+				cls += " armed"
+			}
+			b := app.Button().Class(cls).DataSet("key", name).Text(k.Label).
+				OnClick(func(ctx app.Context, e app.Event) { onKey(name) })
+			if k.Seq == "" {
+				b = b.Aria("pressed", pressed)
+			}
+			return b
+		}),
+	)
 }

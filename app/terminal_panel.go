@@ -220,23 +220,7 @@ func (p *TerminalPanel) renderKeys() app.UI {
 	if !p.ui.Phone || p.ui.View.Watching {
 		return app.Div().Class("terminal-keys").Hidden(true)
 	}
-	return app.Div().Class("terminal-keys").Role("toolbar").Aria("label", "Special keys").Body(
-		app.Range(termKeys).Slice(func(i int) app.UI {
-			k := termKeys[i]
-			name := k.Name
-			cls := "terminal-key"
-			pressed := (name == termKeyCtrl && p.ui.Mods.Ctrl) || (name == termKeyAlt && p.ui.Mods.Alt)
-			if pressed {
-				cls += " armed"
-			}
-			b := app.Button().Class(cls).DataSet("key", name).Text(k.Label).
-				OnClick(func(ctx app.Context, e app.Event) { p.drive(func(d termDriver) { d.key(name) }) })
-			if k.Seq == "" {
-				b = b.Aria("pressed", pressed)
-			}
-			return b
-		}),
-	)
+	return specialKeysBar(p.ui.Mods, func(name string) { p.drive(func(d termDriver) { d.key(name) }) })
 }
 
 // drive runs f on the session, if there is one.

@@ -27,6 +27,7 @@ import (
 // required are the files the shell links; the build fails without them.
 var required = []string{
 	"/web/app.wasm", "/web/app.css", "/web/theme.js", "/web/wasm.js", "/web/offline.html", "/web/terminal.js",
+	"/web/desktop.js", "/web/desktop.css",
 	"/web/icon-192.png", "/web/icon-512.png", "/web/icon.svg",
 	"/web/xterm/xterm.css", "/web/xterm/xterm.js", "/web/xterm/addon-fit.js",
 	"/web/xterm/addon-webgl.js", "/web/xterm/addon-search.js",
@@ -275,6 +276,7 @@ func handler(files map[string]string) *app.Handler {
 	if _, ok := files["/web/terminal.css"]; ok {
 		styles = append(styles, v.url("/web/terminal.css"))
 	}
+	styles = append(styles, v.url("/web/desktop.css"))
 	return &app.Handler{
 		Name:            "Porthole",
 		ShortName:       "Porthole",
@@ -299,6 +301,7 @@ func handler(files map[string]string) *app.Handler {
 			v.url("/web/xterm/addon-webgl.js") + " defer",
 			v.url("/web/xterm/addon-search.js") + " defer",
 			v.url("/web/terminal.js") + " defer",
+			v.url("/web/desktop.js") + " defer", // also the desktop viewer's decoder worker
 		},
 		CacheableResources:    []string{v.url("/web/offline.html")},
 		Env:                   map[string]string{"PORTHOLE_ICON": v.url("/web/icon-192.png")},
