@@ -162,6 +162,15 @@ func NewService(cfg Config, open OpenFunc) *Service {
 		ctx: ctx, cancel: cancel, hubs: map[string]*hub{}}
 }
 
+// Surface is the desktop as cmd/porthole lists it. TODO(desktop helper): the helper's
+// handler of StreamKind (Xvfb, capture, input; desktop/internal) joins here as
+// Streams: map[string]surface.Handler{StreamKind: ...}; until then the gateway's stream
+// opens fail and viewers get Error{Helper}.
+var Surface = surface.Description{
+	Name:    api.SurfaceDesktop,
+	Gateway: NewGateway,
+}
+
 // NewGateway builds the gateway half from the server's Env (surface.Description.Gateway).
 func NewGateway(env surface.Env) (surface.Gateway, error) {
 	cfg := Config{Logger: env.Logger}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/porthole/porthole/desktop"
 	"github.com/porthole/porthole/surface"
 	"github.com/porthole/porthole/terminal"
 )
@@ -9,4 +10,5 @@ import (
 // gateway halves (docs/surfaces.md). A new surface is one line here.
 var surfaces = []surface.Description{
 	terminal.Surface,
+	desktop.Surface,
 }
