@@ -31,7 +31,8 @@ func TestWasmMainIsClientOnly(t *testing.T) {
 		"github.com/creack/pty",
 		"github.com/hashicorp/yamux",
 		"github.com/moby/",
-		"github.com/gorilla/websocket", // the gateway half of terminal; the browser has its own WebSocket
+		"github.com/gorilla/websocket",                  // the gateway half of terminal; the browser has its own WebSocket
+		"github.com/porthole/porthole/desktop/internal", // capture and encoding (cgo, X11): the helper's, not the browser's
 	}
 	for _, d := range deps {
 		for _, f := range forbidden {
