@@ -23,7 +23,9 @@ func helperStreamSeeds() [][]byte {
 		}
 		return b.Bytes()
 	}
-	r := func(x, y, w, h uint16) Rect { return Rect{X: x, Y: y, W: w, H: h, Enc: EncJPEG, Data: []byte{0xff, 0xd8, byte(x), byte(y)}} }
+	r := func(x, y, w, h uint16) Rect {
+		return Rect{X: x, Y: y, W: w, H: h, Enc: EncJPEG, Data: []byte{0xff, 0xd8, byte(x), byte(y)}}
+	}
 	return [][]byte{
 		cat(Screen{W: 256, H: 192}, r(0, 0, 256, 192), FrameEnd{Seq: 1}, r(10, 10, 5, 5), r(60, 60, 10, 10), FrameEnd{Seq: 2}),
 		cat(Screen{W: 128, H: 64}, r(0, 0, 64, 64), r(0, 0, 32, 32), r(32, 0, 32, 32), r(0, 32, 64, 32), FrameEnd{Seq: 1}),
