@@ -351,7 +351,7 @@ func TestDeskClientStickyModsAndKeysBar(t *testing.T) {
 	}
 }
 
-// gestureRun feeds touch events to a client holding control and returns the frames sent.
+// TestDeskGestures feeds touch events to a client and checks the frames it sends.
 func TestDeskGestures(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
