@@ -60,6 +60,13 @@ type Config struct {
 	DefaultLimits api.Limits // per-agent limits where an agent sets none (zero fields = DefaultLimits)
 
 	DiskCheckInterval time.Duration // how often DiskCheck measures a running agent's home (0 = DefaultDiskCheckInterval)
+
+	// Network: container agents' networks get their subnets from ContainerSubnetPool (IPv4 CIDR,
+	// one /24 per agent; "" = DefaultContainerSubnetPool), and every network-"full" bwrap jail has
+	// an unreachable route for the pool and for each of BlockedCIDRs (other host-side networks no
+	// jail may reach, e.g. a Docker Engine's own default networks; default none).
+	ContainerSubnetPool string
+	BlockedCIDRs        []string
 }
 
 // Default values.
@@ -198,8 +205,12 @@ func NewManager(cfg Config) (*Manager, error) {
 	if n := m.disk.reconcile(); n > 0 {
 		m.logger.Info("unmounted home images left mounted by a previous gateway", "agents", n)
 	}
-	m.launchers[api.BackendBwrap] = &bwrapLauncher{bwrap: cfg.BwrapPath, helper: cfg.HelperPath, cg: cg, cg2: cg2, diskDetail: m.disk.describe(), diskFsize: m.disk.mode == DiskCheck, logger: m.logger}
-	m.container = &containerLauncher{engine: cfg.ContainerEngine, image: cfg.DefaultImage, helper: cfg.HelperPath, instance: cfg.Instance, logger: m.logger}
+	pool, blocked, err := netBlocks(cfg.ContainerSubnetPool, cfg.BlockedCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("bridges: %w", err)
+	}
+	m.launchers[api.BackendBwrap] = &bwrapLauncher{bwrap: cfg.BwrapPath, helper: cfg.HelperPath, cg: cg, cg2: cg2, diskDetail: m.disk.describe(), diskFsize: m.disk.mode == DiskCheck, logger: m.logger, blocked: blocked}
+	m.container = &containerLauncher{engine: cfg.ContainerEngine, image: cfg.DefaultImage, helper: cfg.HelperPath, instance: cfg.Instance, logger: m.logger, pool: pool}
 	m.launchers[api.BackendContainer] = m.container
 	if cfg.AllowHost {
 		m.launchers[api.BackendHost] = &hostLauncher{helper: cfg.HelperPath}

@@ -163,12 +163,13 @@ func hostUsrLinks() map[string]bool {
 
 // bwrapLauncher runs the helper in a bubblewrap jail.
 type bwrapLauncher struct {
-	bwrap  string // configured path; "" = look up "bwrap" in PATH at each launch
-	helper string
-	cg     *cgroups // cgroup v1; nil = rlimits (or cg2)
-	cg2    *cgroup2 // delegated cgroup v2 (preferred over cg)
-	logger *slog.Logger
-	slirp  string // slirp4netns for network "full" ("" = looked up in PATH at each launch)
+	bwrap   string // configured path; "" = look up "bwrap" in PATH at each launch
+	helper  string
+	cg      *cgroups // cgroup v1; nil = rlimits (or cg2)
+	cg2     *cgroup2 // delegated cgroup v2 (preferred over cg)
+	logger  *slog.Logger
+	slirp   string   // slirp4netns for network "full" ("" = looked up in PATH at each launch)
+	blocked []string // CIDRs unreachable from a network-"full" jail (netstack.go: the container subnet pool and Config.BlockedCIDRs)
 
 	netMu sync.Mutex
 	nets  map[string]*netStack // running network stacks by agent id
@@ -226,7 +227,7 @@ func (l *bwrapLauncher) Probe(ctx context.Context) ProbeResult {
 		return r
 	}
 	r.OK = true
-	r.Detail = l.limitsDetail() + "; " + netDetail(l.slirp)
+	r.Detail = l.limitsDetail() + "; " + l.netDetail()
 	return r
 }
 

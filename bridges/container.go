@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/porthole/porthole/api"
 )
@@ -37,6 +39,9 @@ type containerLauncher struct {
 	helper   string
 	instance string
 	logger   *slog.Logger
+	pool     netip.Prefix // agents' networks take their subnets from it (netBlocks)
+
+	subnetMu sync.Mutex // one subnet choice at a time
 
 	mu         sync.Mutex
 	cli        *client.Client
@@ -61,7 +66,77 @@ func NetworkName(instance, agentID string) string { return ContainerName(instanc
 // depend on that default. Docker isolates its bridge networks from each other by default.
 // Outbound traffic is masqueraded as on the default bridge, and the host's loopback stays out of
 // reach as for any bridge (route_localnet is off).
+//
+// The subnet comes from the gateway's pool (Config.ContainerSubnetPool), never from the engine's:
+// the host routes to every container network and a "full" bwrap jail's slirp4netns connects from
+// the host, so each "full" jail has an unreachable route for the pool (netstack.go). A network
+// made from another pool is replaced.
 const agentNetSpec = "driver=bridge isolate=true"
+
+// netSpec is agentNetSpec with the pool.
+func (l *containerLauncher) netSpec() string { return agentNetSpec + " pool=" + l.pool.String() }
+
+// ErrSubnetPoolExhausted: every subnet of the pool is in use by a network of the engine.
+var ErrSubnetPoolExhausted = errors.New("container subnet pool exhausted")
+
+// agentSubnetBits is the size of each agent's subnet (a /24, or the whole pool if smaller).
+func (l *containerLauncher) agentSubnetBits() int { return max(24, l.pool.Bits()) }
+
+// nextSubnet returns the first subnet of the pool after `after` (from the pool's start if it is
+// invalid) that overlaps none of used.
+func (l *containerLauncher) nextSubnet(used []netip.Prefix, after netip.Prefix) (netip.Prefix, bool) {
+	bits := l.agentSubnetBits()
+	step := uint32(1) << (32 - bits)
+	u32 := func(a netip.Addr) uint32 {
+		b := a.As4()
+		return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	}
+	start := u32(l.pool.Addr())
+	if after.IsValid() {
+		start = u32(after.Addr()) + step
+	}
+	for v := start; v >= u32(l.pool.Addr()); v += step {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), bits)
+		if !l.pool.Contains(p.Addr()) {
+			break
+		}
+		free := true
+		for _, u := range used {
+			free = free && !u.Overlaps(p)
+		}
+		if free {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+// usedSubnets lists the subnets of every network of the engine.
+func usedSubnets(ctx context.Context, cli *client.Client) ([]netip.Prefix, error) {
+	list, err := cli.NetworkList(ctx, client.NetworkListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var used []netip.Prefix
+	for _, n := range list.Items {
+		for _, c := range n.IPAM.Config {
+			if c.Subnet.IsValid() {
+				used = append(used, c.Subnet)
+			}
+		}
+	}
+	return used, nil
+}
+
+// inPool says whether the network has subnets and all are in the pool.
+func (l *containerLauncher) inPool(cfgs []network.IPAMConfig) bool {
+	for _, c := range cfgs {
+		if !c.Subnet.IsValid() || !l.pool.Contains(c.Subnet.Addr()) || c.Subnet.Bits() < l.pool.Bits() {
+			return false
+		}
+	}
+	return len(cfgs) > 0
+}
 
 func (l *containerLauncher) client() (*client.Client, error) {
 	l.mu.Lock()
@@ -173,11 +248,11 @@ func (l *containerLauncher) Reconcile(ctx context.Context) (int, error) {
 // ensureNetwork returns the name of the agent's own network, creating it if needed.
 func (l *containerLauncher) ensureNetwork(ctx context.Context, cli *client.Client, agentID string) (string, error) {
 	name := NetworkName(l.instance, agentID)
-	labels := map[string]string{LabelAgent: agentID, LabelGateway: l.instance, labelSpec: agentNetSpec}
+	labels := map[string]string{LabelAgent: agentID, LabelGateway: l.instance, labelSpec: l.netSpec()}
 	insp, err := cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
 	switch {
 	case err == nil:
-		ok := true
+		ok := l.inPool(insp.Network.IPAM.Config)
 		for k, v := range labels {
 			ok = ok && insp.Network.Labels[k] == v
 		}
@@ -191,13 +266,36 @@ func (l *containerLauncher) ensureNetwork(ctx context.Context, cli *client.Clien
 	case !cerrdefs.IsNotFound(err):
 		return "", unavailable(api.BackendContainer, "inspect network %s: %v", name, err)
 	}
-	res, err := cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
-		Driver:  "bridge",
-		Options: map[string]string{"isolate": "true"},
-		Labels:  labels,
-	})
+	// The first subnet of the pool no network of the engine uses; another gateway (or the engine)
+	// may take it meanwhile: the create then fails with a conflict and the next one is tried.
+	l.subnetMu.Lock()
+	defer l.subnetMu.Unlock()
+	used, err := usedSubnets(ctx, cli)
 	if err != nil {
-		return "", unavailable(api.BackendContainer, "create network %s: %v", name, err)
+		return "", unavailable(api.BackendContainer, "list networks: %v", err)
+	}
+	var res client.NetworkCreateResult
+	var subnet netip.Prefix
+	for tries := 0; ; tries++ {
+		next, ok := l.nextSubnet(used, subnet)
+		if !ok || tries == 32 {
+			return "", unavailable(api.BackendContainer, "create network %s: no free /%d in %s (%d networks on the engine; give a larger pool with --container-subnet-pool, or delete agents): %v",
+				name, l.agentSubnetBits(), l.pool, len(used), ErrSubnetPoolExhausted)
+		}
+		subnet = next
+		res, err = cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
+			Driver:  "bridge",
+			Options: map[string]string{"isolate": "true"},
+			Labels:  labels,
+			IPAM:    &network.IPAM{Config: []network.IPAMConfig{{Subnet: subnet}}},
+		})
+		if err == nil {
+			break
+		}
+		if !subnetConflict(err) {
+			return "", unavailable(api.BackendContainer, "create network %s with subnet %s: %v", name, subnet, err)
+		}
+		l.logger.Info("subnet taken meanwhile; trying the next", "network", name, "subnet", subnet, "cause", err)
 	}
 	// podman's compat API warns `"isolate: true" is not a recognized option` and applies it.
 	for _, w := range res.Warning {
@@ -206,6 +304,17 @@ func (l *containerLauncher) ensureNetwork(ctx context.Context, cli *client.Clien
 		}
 	}
 	return name, nil
+}
+
+// subnetConflict says whether a network create failed because its subnet is in use (podman:
+// "subnet … is already used on the host or by another config"; Docker: "Pool overlaps with other
+// one on this address space").
+func subnetConflict(err error) bool {
+	msg := strings.ToLower(err.Error())
+	if !strings.Contains(msg, "subnet") && !strings.Contains(msg, "pool") {
+		return false // e.g. the name
+	}
+	return strings.Contains(msg, "already used") || strings.Contains(msg, "overlap") || strings.Contains(msg, "in use")
 }
 
 // removeNetwork removes the agent's own network, if any.
@@ -221,7 +330,7 @@ func (l *containerLauncher) specLabel(spec AgentSpec, image, user string) string
 	net := spec.Backend.Network
 	if net == api.NetworkFull {
 		// Its own network: a container of an older gateway on the shared bridge is replaced.
-		net += "(own " + agentNetSpec + ")"
+		net += "(own " + l.netSpec() + ")"
 	}
 	return fmt.Sprintf("image=%s net=%s pids=%d mem=%d cpu=%d home=%s helper=%s user=%s",
 		image, net, spec.Limits.Pids, spec.Limits.MemoryMiB, spec.Limits.CPUPct, spec.Home, l.helper, user)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -29,6 +30,13 @@ import (
 // host's 127.0.0.1 (nor its 10.0.2.2 alias), and never the host's abstract unix sockets, which
 // live in the host's network namespace. The jail sees tap0 10.0.2.100/24, gateway 10.0.2.2 and
 // DNS 10.0.2.3 (its /etc/resolv.conf, generated).
+//
+// slirp4netns's sockets live in the host's network namespace, so the jail could reach whatever the
+// host routes to, the networks of container agents included. Every "full" jail therefore gets an
+// unreachable route for the container agents' subnet pool (Config.ContainerSubnetPool, from which
+// the container backend takes each agent's network) and for each of Config.BlockedCIDRs, added by
+// the gateway before the helper runs (blockRoutes). The routes belong to the jail's outer user
+// namespace, in which the agent has no capability: it cannot remove them.
 //
 // Order at launch: bwrap writes the jail's pid on --info-fd and then waits on --block-fd before
 // it runs the helper; the gateway attaches slirp4netns to /proc/<pid>/ns/net, waits for its
@@ -81,15 +89,107 @@ func checkTun() error {
 }
 
 // netDetail describes the network stack for the probe (/readyz).
-func netDetail(slirp string) string {
-	p, err := lookSlirp(slirp)
+func (l *bwrapLauncher) netDetail() string {
+	p, err := lookSlirp(l.slirp)
 	if err == nil {
 		err = checkTun()
+	}
+	if err == nil {
+		_, _, err = lookRouteTools()
 	}
 	if err != nil {
 		return "network full: UNAVAILABLE (" + err.Error() + "); network none works"
 	}
-	return "network: own namespace per jail; full via " + p + " (host loopback and abstract sockets unreachable)"
+	return "network: own namespace per jail; full via " + p + " (host loopback and abstract sockets unreachable; unreachable from full jails: " + strings.Join(l.blocked, ", ") + ")"
+}
+
+// DefaultContainerSubnetPool is where container agents' networks take their subnets (one /24
+// each) when Config.ContainerSubnetPool is empty. It is unreachable from every "full" jail.
+const DefaultContainerSubnetPool = "10.213.0.0/16"
+
+// ErrBadCIDR is a subnet pool or blocked CIDR that does not parse (or is not IPv4 for the pool).
+var ErrBadCIDR = errors.New("bad CIDR")
+
+// netBlocks parses the container subnet pool ("" = the default) and the extra blocked CIDRs, and
+// returns the pool and the list of CIDRs a "full" jail cannot reach (the pool first).
+func netBlocks(pool string, extra []string) (netip.Prefix, []string, error) {
+	if pool == "" {
+		pool = DefaultContainerSubnetPool
+	}
+	p, err := netip.ParsePrefix(pool)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
+		return netip.Prefix{}, nil, fmt.Errorf("container subnet pool %q: want an IPv4 CIDR of at most /28, like %s: %w", pool, DefaultContainerSubnetPool, ErrBadCIDR)
+	}
+	p = p.Masked()
+	blocked := []string{p.String()}
+	for _, c := range extra {
+		q, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return netip.Prefix{}, nil, fmt.Errorf("blocked CIDR %q: %v: %w", c, err, ErrBadCIDR)
+		}
+		blocked = append(blocked, q.Masked().String())
+	}
+	return p, blocked, nil
+}
+
+// lookRouteTools finds nsenter (util-linux) and ip (iproute2), which add the jail's routes; the
+// gateway's PATH may lack the sbin directories.
+func lookRouteTools() (nsenter, ip string, err error) {
+	look := func(name string, dirs ...string) (string, error) {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+		for _, d := range dirs {
+			if fi, err := os.Stat(d + "/" + name); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				return d + "/" + name, nil
+			}
+		}
+		return "", fmt.Errorf("%s not found in PATH nor in %s", name, strings.Join(dirs, ", "))
+	}
+	if nsenter, err = look("nsenter", "/usr/bin", "/bin", "/usr/sbin", "/sbin"); err != nil {
+		return "", "", fmt.Errorf("%v; install the util-linux package: %w", err, ErrNetStack)
+	}
+	if ip, err = look("ip", "/usr/sbin", "/sbin", "/usr/bin", "/bin"); err != nil {
+		return "", "", fmt.Errorf("%v; install the iproute2 package: %w", err, ErrNetStack)
+	}
+	return nsenter, ip, nil
+}
+
+// blockRoutes adds an unreachable route for each of cidrs in the jail's network namespace netns,
+// owned by the user namespace userns. Go cannot join a user namespace from a multithreaded process,
+// so a child does: nsenter joins netns (and unprivileged first userns, which the gateway's uid
+// owns, keeping its credentials) and runs `ip -batch`.
+func blockRoutes(ctx context.Context, userns, netns *os.File, cidrs []string) error {
+	if len(cidrs) == 0 {
+		return nil
+	}
+	nsenter, ip, err := lookRouteTools()
+	if err != nil {
+		return err
+	}
+	var batch strings.Builder
+	for _, c := range cidrs {
+		batch.WriteString("route add unreachable " + c + "\n")
+	}
+	ctx, cancel := context.WithTimeout(ctx, netStackStart)
+	defer cancel()
+	// ExtraFiles: fd 3 userns, 4 netns. Root needs only the network namespace: its capabilities
+	// in the host's user namespace cover the jail's. Unprivileged, joining the owner user namespace
+	// gives them (its map makes the gateway's uid root there, so ip keeps them across exec).
+	args := []string{"--net=/proc/self/fd/4", "--", ip, "-batch", "-"}
+	if os.Geteuid() != 0 {
+		args = append([]string{"--user=/proc/self/fd/3", "--preserve-credentials"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, nsenter, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{userns, netns}
+	cmd.Stdin = strings.NewReader(batch.String())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("add the jail's unreachable routes (%s): %v: %s: %w", strings.Join(cidrs, " "), err, strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", " | "), ErrNetStack)
+	}
+	return nil
 }
 
 // readJailPID reads bwrap's --info-fd JSON ({"child-pid": N, ...}).
@@ -118,8 +218,8 @@ type netStack struct {
 }
 
 // startNetStack attaches slirp4netns to the network namespace of jailPID and returns once tap0 is
-// configured. logger gets a line if slirp4netns dies before stop.
-func startNetStack(ctx context.Context, slirp string, jailPID int, logger *slog.Logger) (*netStack, error) {
+// configured and the routes of blocked are in place (added meanwhile). logger gets a line if slirp4netns dies before stop.
+func startNetStack(ctx context.Context, slirp string, jailPID int, blocked []string, logger *slog.Logger) (*netStack, error) {
 	if err := checkTun(); err != nil {
 		return nil, err
 	}
@@ -174,7 +274,10 @@ func startNetStack(ctx context.Context, slirp string, jailPID int, logger *slog.
 		return nil, fmt.Errorf("start %s: %w", slirp, err)
 	}
 	n.pid = cmd.Process.Pid
-	go func() { // owner: the netStack; exits when slirp4netns exits
+	// The unreachable routes go in while slirp4netns starts (they need no device).
+	routes := make(chan error, 1)
+	go func() { routes <- blockRoutes(ctx, userns, netns, blocked) }() // owner: startNetStack, which waits for it
+	go func() {                                                        // owner: the netStack; exits when slirp4netns exits
 		err := cmd.Wait()
 		if err == nil {
 			err = errors.New("exited")
@@ -206,7 +309,12 @@ func startNetStack(ctx context.Context, slirp string, jailPID int, logger *slog.
 	}
 	if err != nil {
 		n.stop()
+		<-routes // bounded by its timeout; userns and netns are closed after it
 		return nil, fmt.Errorf("%w: %s", err, strings.ReplaceAll(strings.TrimSpace(n.stderr.String()), "\n", " | "))
+	}
+	if err := <-routes; err != nil {
+		n.stop()
+		return nil, err
 	}
 	return n, nil
 }
@@ -269,7 +377,7 @@ func (j *jailNet) close() {
 // attach runs once bwrap has started as p: it reads the jail's pid, attaches slirp4netns to its
 // network namespace, waits until it is ready, then lets the jail run the helper. The netStack
 // ends with p (its exit or Kill). On error the caller kills p.
-func (j *jailNet) attach(ctx context.Context, slirp string, p *Process, logger *slog.Logger) (*netStack, error) {
+func (j *jailNet) attach(ctx context.Context, slirp string, blocked []string, p *Process, logger *slog.Logger) (*netStack, error) {
 	// The jail's ends live in bwrap now: without the gateway's copies, bwrap's death is an EOF.
 	j.infoW.Close()
 	j.blockR.Close()
@@ -316,7 +424,7 @@ func (j *jailNet) attach(ctx context.Context, slirp string, p *Process, logger *
 		case <-time.After(time.Millisecond):
 		}
 	}
-	ns, err := startNetStack(ctx, slirp, pid, logger)
+	ns, err := startNetStack(ctx, slirp, pid, blocked, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +445,7 @@ func (j *jailNet) attach(ctx context.Context, slirp string, p *Process, logger *
 // attachNet gives the started jail p its network (jailNet.attach) and tracks the stack until it
 // ends; on failure the jail is killed and the launch fails closed.
 func (l *bwrapLauncher) attachNet(ctx context.Context, jn *jailNet, slirp, agentID string, p *Process) error {
-	ns, err := jn.attach(ctx, slirp, p, l.logger.With("agent", agentID))
+	ns, err := jn.attach(ctx, slirp, l.blocked, p, l.logger.With("agent", agentID))
 	if err != nil {
 		p.Kill()
 		select {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -603,5 +604,115 @@ func TestNetworkContainerNetworksNotLeaked(t *testing.T) {
 	}
 	if left := agentNetworks(t, m.Instance()); len(left) > 0 {
 		t.Errorf("%d network(s) remain after the gateway closed", len(left))
+	}
+}
+
+// containerAddrs are the container agent's own IPv4 addresses (its kernel's local routes, as the
+// image may have no `ip`), loopback excluded.
+func containerAddrs(t *testing.T, m *Manager, a api.Agent) []string {
+	t.Helper()
+	res := sh(t, m, a, `awk '/32 host LOCAL/ {print prev} {prev=$2}' /proc/net/fib_trie | sort -u`)
+	var out []string
+	for _, s := range strings.Fields(res.Stdout) {
+		if !strings.HasPrefix(s, "127.") {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("container agent %s has no address of its own: %+v", a.ID, res)
+	}
+	return out
+}
+
+// TestNetworkCrossBackendIsolated: a "full" bwrap agent cannot reach a "full" container agent.
+// slirp4netns connects from the host's network namespace, which routes to the engine's container
+// networks; container agents' networks therefore come from Config.ContainerSubnetPool and every
+// "full" jail has an unreachable route for the pool (and for Config.BlockedCIDRs), which the agent
+// cannot remove. The host itself reaches the container's listener (so the check is not void), the
+// bwrap agent does not; the bwrap agent still reaches outside addresses, except a configured
+// blocked one.
+func TestNetworkCrossBackendIsolated(t *testing.T) {
+	requireBackend(t, api.BackendContainer)
+	requireBackend(t, api.BackendBwrap)
+	testenv.LookPath(t, "slirp4netns")
+	testenv.LookPath(t, "curl")
+	ip := outsideIP(t)
+	outside := listenTokens(t, "tcp", net.JoinHostPort(ip, "0"))
+	blocked := listenTokens(t, "tcp", net.JoinHostPort(ip, "0"))
+	_, blockedPort, _ := net.SplitHostPort(blocked.addr)
+	m, _ := newTestManager(t, nil)
+	c := agent("xbc", api.BackendContainer, api.NetworkFull, api.Limits{})
+	b := agent("xbb", api.BackendBwrap, api.NetworkFull, api.Limits{})
+
+	addrs := containerAddrs(t, m, c)
+	pool := netip.MustParsePrefix(DefaultContainerSubnetPool)
+	for _, s := range addrs {
+		if a, err := netip.ParseAddr(s); err != nil || !pool.Contains(a) {
+			t.Errorf("container agent's address %s is not in the subnet pool %s", s, pool)
+		}
+	}
+	const port = "7791"
+	listening := make(chan api.ExecResult, 1)
+	go func() { // owner: this test; ends with the exec (bounded by the listen time)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		r, err := m.Exec(ctx, c, api.ExecRequest{Command: []string{HelperPathInJail, "nettest", "listen", "tcp", "0.0.0.0:" + port, "15"}, TimeoutS: 40})
+		if err != nil {
+			r.Stderr = err.Error()
+		}
+		listening <- r
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	hostTok := "host-" + randHex(4)
+	if conn, err := net.DialTimeout("tcp", net.JoinHostPort(addrs[0], port), 3*time.Second); err == nil {
+		fmt.Fprintln(conn, hostTok)
+		conn.Close()
+	} else {
+		t.Errorf("the host cannot reach the container agent's listener %s:%s (the check is void): %v", addrs[0], port, err)
+	}
+	var script strings.Builder
+	pfx := "xb-" + randHex(4)
+	for i, addr := range addrs {
+		fmt.Fprintf(&script, "echo %q: $(%s nettest connect tcp %q %s-%d 2>&1)\n", addr, HelperPathInJail, net.JoinHostPort(addr, port), pfx, i)
+		// Bound to tap0 (SO_BINDTODEVICE, allowed unprivileged): a failed route lookup then makes
+		// the kernel assume the address is on tap0's link; nothing there answers its ARP.
+		fmt.Fprintf(&script, "echo %q bound to tap0: $(curl -sS -m 4 --interface tap0 http://%s/%s-dev%d 2>&1 && echo CONNECTED)\n", addr, net.JoinHostPort(addr, port), pfx, i)
+	}
+	tries := sh(t, m, b, script.String())
+	t.Logf("bwrap -> container tries:\n%s", tries.Stdout)
+	if strings.Contains(tries.Stdout, "CONNECTED") {
+		t.Errorf("a full bwrap agent connected to a full container agent's address: %s", tries.Stdout)
+	}
+	rl := <-listening
+	if !strings.Contains(rl.Stdout, "GOT "+hostTok) {
+		t.Errorf("the container agent's listener did not get the host's connection (the check is void): %+v", rl)
+	}
+	for i, addr := range addrs {
+		if strings.Contains(rl.Stdout, fmt.Sprintf("GOT %s-%d\n", pfx, i)) || strings.Contains(rl.Stdout, fmt.Sprintf("%s-dev%d", pfx, i)) {
+			t.Errorf("container agent received the bwrap agent's connection to %s:%s", addr, port)
+		}
+	}
+
+	// The jail's route for the pool is its gateway's: the agent cannot remove or replace it.
+	res := sh(t, m, b, `ip route show type unreachable; ip route del `+pool.String()+` 2>&1 && echo DELETED; ip route replace `+pool.String()+` via 10.0.2.2 2>&1 && echo REPLACED; ip route show type unreachable`)
+	if strings.Count(res.Stdout, "unreachable "+pool.String()) != 2 || strings.Contains(res.Stdout, "DELETED") || strings.Contains(res.Stdout, "REPLACED") {
+		t.Errorf("the jail's unreachable route for %s is missing or the agent changed it:\n%s%s", pool, res.Stdout, res.Stderr)
+	}
+	t.Logf("route changes in the jail: %s", res.Stdout)
+	// Outside addresses stay reachable.
+	tok := "out-" + randHex(4)
+	if ok, res := tryConnect(t, m, b, "tcp", outside.addr, tok); !ok || !outside.waitSaw(tok, 5*time.Second) {
+		t.Errorf("full bwrap agent did not reach the outside address %s: %+v", outside.addr, res)
+	}
+
+	// Config.BlockedCIDRs: a configured destination is unreachable too (here the host's outside
+	// address; its other listener on it then is unreachable as well).
+	m2, _ := newTestManager(t, func(c *Config) { c.BlockedCIDRs = []string{ip + "/32"} })
+	b2 := agent("xbb2", api.BackendBwrap, api.NetworkFull, api.Limits{})
+	tok = "blk-" + randHex(4)
+	if ok, res := tryConnect(t, m2, b2, "tcp", net.JoinHostPort(ip, blockedPort), tok); ok || blocked.waitSaw(tok, 300*time.Millisecond) {
+		t.Errorf("full bwrap agent reached %s, a blocked CIDR: %+v", blocked.addr, res)
+	} else {
+		t.Logf("blocked CIDR: %s", strings.TrimSpace(res.Stderr))
 	}
 }
