@@ -716,3 +716,30 @@ func TestNetworkCrossBackendIsolated(t *testing.T) {
 		t.Logf("blocked CIDR: %s", strings.TrimSpace(res.Stderr))
 	}
 }
+
+// TestNetworkSubnetPoolConfig: the pool and blocked CIDRs are checked at startup, and subnets are
+// carved from the pool past those in use.
+func TestNetworkSubnetPoolConfig(t *testing.T) {
+	for _, c := range []struct {
+		pool    string
+		blocked []string
+	}{{"bogus", nil}, {"fd00::/64", nil}, {"10.1.0.0/30", nil}, {"", []string{"10.0.0.0/8", "not-a-cidr"}}} {
+		_, err := NewManager(Config{DataDir: t.TempDir(), HelperPath: helperBin, ContainerSubnetPool: c.pool, BlockedCIDRs: c.blocked, CgroupRoot: "none"})
+		if !errors.Is(err, ErrBadCIDR) {
+			t.Errorf("NewManager with pool %q, blocked %q: err = %v, want ErrBadCIDR", c.pool, c.blocked, err)
+		}
+	}
+	_, blocked, err := netBlocks("10.50.7.9/16", []string{" 172.17.0.1/16", "fd00::/8"})
+	if err != nil || strings.Join(blocked, " ") != "10.50.0.0/16 172.17.0.0/16 fd00::/8" {
+		t.Errorf("netBlocks = %q, %v", blocked, err)
+	}
+	l := &containerLauncher{pool: netip.MustParsePrefix("10.50.0.0/22")}
+	used := []netip.Prefix{netip.MustParsePrefix("10.50.0.0/24"), netip.MustParsePrefix("10.50.2.128/25"), netip.MustParsePrefix("10.88.0.0/16")}
+	var got []string
+	for p, ok := l.nextSubnet(used, netip.Prefix{}); ok; p, ok = l.nextSubnet(used, p) {
+		got = append(got, p.String())
+	}
+	if strings.Join(got, " ") != "10.50.1.0/24 10.50.3.0/24" {
+		t.Errorf("free subnets of %s past %v = %q, want 10.50.1.0/24 10.50.3.0/24", l.pool, used, got)
+	}
+}

@@ -156,6 +156,8 @@ func TestServeConfigPrecedence(t *testing.T) {
 		{"flag int over env", []string{"--max-pids", "1024"}, map[string]string{"PORTHOLE_MAX_PIDS": "4096"}, func(c ServeConfig) any { return c.MaxPids }, 1024},
 		{"flag quota", []string{"--max-terminals-per-user", "4"}, nil, func(c ServeConfig) any { return c.MaxTerminalsPerUser }, 4},
 		{"env hosts", nil, map[string]string{"PORTHOLE_ALLOWED_HOST": "a.example, b.example"}, func(c ServeConfig) any { return strings.Join(c.AllowedHosts, "|") }, "a.example|b.example"},
+		{"flag subnet pool", []string{"--container-subnet-pool", "10.99.0.0/16"}, nil, func(c ServeConfig) any { return c.ContainerSubnetPool }, "10.99.0.0/16"},
+		{"env blocked cidrs", nil, map[string]string{"PORTHOLE_BLOCKED_CIDR": "172.17.0.0/16, 192.168.1.0/24"}, func(c ServeConfig) any { return strings.Join(c.BlockedCIDRs, "|") }, "172.17.0.0/16|192.168.1.0/24"},
 	}
 	for _, c := range cases {
 		got, err := LoadServeConfig(c.args, func(k string) string { return c.env[k] }, io.Discard)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/bridges"
 	"github.com/porthole/porthole/surface"
 )
 
@@ -36,6 +37,9 @@ type ServeConfig struct {
 	LogFormat        string   `json:"log_format"` // text | json
 	LogLevel         string   `json:"log_level"`  // debug | info | warn | error
 	AllowedHosts     []string `json:"allowed_hosts"`
+	// Network: container agents' subnets, and destinations no network-"full" bwrap agent reaches.
+	ContainerSubnetPool string   `json:"container_subnet_pool"`
+	BlockedCIDRs        []string `json:"blocked_cidrs"`
 
 	// Agent limits (0 = built-in default): defaults (the most a non-admin may set) and maximums (admins).
 	DefaultPids      int `json:"default_pids"`
@@ -89,6 +93,8 @@ func (c *ServeConfig) options() []option {
 		{flag: "log-format", env: "PORTHOLE_LOG_FORMAT", usage: "text or json", str: &c.LogFormat},
 		{flag: "log-level", env: "PORTHOLE_LOG_LEVEL", usage: "debug, info, warn or error", str: &c.LogLevel},
 		{flag: "allowed-host", env: "PORTHOLE_ALLOWED_HOST", usage: "extra Host name served (repeatable; env: comma-separated; * = any); others get 421", list: &c.AllowedHosts},
+		{flag: "container-subnet-pool", env: "PORTHOLE_CONTAINER_SUBNET_POOL", usage: "IPv4 CIDR the container agents' networks take their /24s from; unreachable from full bwrap agents (default " + bridges.DefaultContainerSubnetPool + ")", str: &c.ContainerSubnetPool},
+		{flag: "blocked-cidr", env: "PORTHOLE_BLOCKED_CIDR", usage: "CIDR no network-full bwrap agent may reach, e.g. a Docker Engine's own networks or private host-side services (repeatable; env: comma-separated)", list: &c.BlockedCIDRs},
 		{flag: "default-pids", env: "PORTHOLE_DEFAULT_PIDS", usage: "agent pids limit by default, and the most a non-admin may set (0 = 512)", integer: &c.DefaultPids},
 		{flag: "default-memory-mib", env: "PORTHOLE_DEFAULT_MEMORY_MIB", usage: "agent memory limit in MiB by default, and the most a non-admin may set (0 = 2048)", integer: &c.DefaultMemoryMiB},
 		{flag: "default-cpu-pct", env: "PORTHOLE_DEFAULT_CPU_PCT", usage: "agent CPU limit (100 = one core) by default, and the most a non-admin may set (0 = 100)", integer: &c.DefaultCPUPct},
@@ -207,6 +213,8 @@ func (c ServeConfig) Config(getenv func(string) string, logger *slog.Logger) (Co
 		AllowedOrigins:   c.AllowedOrigins,
 		AllowedHosts:     c.AllowedHosts,
 		Logger:           logger,
+		SubnetPool:       c.ContainerSubnetPool,
+		BlockedCIDRs:     c.BlockedCIDRs,
 		Limits: LimitPolicy{
 			Default: api.Limits{Pids: c.DefaultPids, MemoryMiB: int64(c.DefaultMemoryMiB), CPUPct: c.DefaultCPUPct, DiskMiB: int64(c.DefaultDiskMiB)},
 			Max:     api.Limits{Pids: c.MaxPids, MemoryMiB: int64(c.MaxMemoryMiB), CPUPct: c.MaxCPUPct, DiskMiB: int64(c.MaxDiskMiB)},

@@ -59,6 +59,8 @@ type Config struct {
 	AllowHostBackend bool           // lets admins create host (not isolated) agents
 	TrustedProxies   []netip.Prefix // only these peers may set X-Forwarded-For
 	ContainerEngine  string         // unix:///path.sock ("" = DOCKER_HOST or default)
+	SubnetPool       string         // bridges.Config.ContainerSubnetPool
+	BlockedCIDRs     []string       // bridges.Config.BlockedCIDRs
 	AdminPassword    string         // first start; "" = generate and print once
 	HelperPath       string         // porthole binary used as the in-sandbox helper ("" = os.Executable())
 	IdleTimeout      time.Duration  // helper idle stop
@@ -185,13 +187,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.bridge = cfg.Bridge
 	if s.bridge == nil {
 		mgr, err := bridges.NewManager(bridges.Config{
-			DataDir:         cfg.DataDir,
-			HelperPath:      cfg.HelperPath,
-			AllowHost:       cfg.AllowHostBackend,
-			ContainerEngine: cfg.ContainerEngine,
-			IdleTimeout:     cfg.IdleTimeout,
-			DefaultLimits:   limits.Default,
-			Logger:          cfg.Logger.With("part", "bridges"),
+			DataDir:             cfg.DataDir,
+			HelperPath:          cfg.HelperPath,
+			AllowHost:           cfg.AllowHostBackend,
+			ContainerEngine:     cfg.ContainerEngine,
+			IdleTimeout:         cfg.IdleTimeout,
+			ContainerSubnetPool: cfg.SubnetPool,
+			BlockedCIDRs:        cfg.BlockedCIDRs,
+			DefaultLimits:       limits.Default,
+			Logger:              cfg.Logger.With("part", "bridges"),
 		})
 		if err != nil {
 			return fail(fmt.Errorf("start backends: %w", err))

@@ -7,10 +7,10 @@ cd "$(dirname "$0")/../.."
 # Runtime: what the gateway and the agents' sandboxes use.
 # The desktop surface: Xvfb, a window manager and a terminal for it, TurboJPEG (capture and encode),
 # libX11/libXtst (input replay).
-runtime_pkgs=(bubblewrap slirp4netns xvfb chromium fonts-dejavu-core procps bash coreutils ca-certificates nodejs npm
+runtime_pkgs=(bubblewrap slirp4netns iproute2 util-linux xvfb chromium fonts-dejavu-core procps bash coreutils ca-certificates nodejs npm
 	libturbojpeg0 libx11-6 libxtst6 openbox xterm)
 # Development and tests: container engine, database, headers for cgo, setpriv/runuser.
-dev_pkgs=(podman runc postgresql libx11-dev libxtst-dev libpng-dev libturbojpeg0-dev util-linux iproute2 curl)
+dev_pkgs=(podman runc postgresql libx11-dev libxtst-dev libpng-dev libturbojpeg0-dev curl)
 
 want=("${runtime_pkgs[@]}")
 [ "${1:-}" = "--dev" ] && want+=("${dev_pkgs[@]}")
