@@ -276,8 +276,10 @@ func startNetStack(ctx context.Context, slirp string, jailPID int, blocked []str
 	n.pid = cmd.Process.Pid
 	// The unreachable routes go in while slirp4netns starts (they need no device).
 	routes := make(chan error, 1)
-	go func() { routes <- blockRoutes(ctx, userns, netns, blocked) }() // owner: startNetStack, which waits for it
-	go func() {                                                        // owner: the netStack; exits when slirp4netns exits
+	go func() { // owner: startNetStack, which waits for it on every path
+		routes <- blockRoutes(ctx, userns, netns, blocked)
+	}()
+	go func() { // owner: the netStack; exits when slirp4netns exits
 		err := cmd.Wait()
 		if err == nil {
 			err = errors.New("exited")
