@@ -466,9 +466,13 @@ func (c *Capturer) Next(ctx context.Context) (Frame, error) {
 		if c.closed.Load() {
 			return Frame{}, ErrClosed
 		}
+		if err := ctx.Err(); err != nil {
+			return Frame{}, err
+		}
 		now := time.Now()
 		at := c.dueAt(now)
 		if !at.IsZero() && !at.After(now) {
+			c.drain()
 			f, err := c.produce(now)
 			if err != nil || !f.empty() {
 				return f, err
@@ -495,6 +499,21 @@ func (c *Capturer) Next(ctx context.Context) (Frame, error) {
 		case <-c.wake:
 			c.pointerDue = true
 		case <-tc:
+		}
+	}
+}
+
+// drain handles the events already received, so a frame never runs behind them.
+func (c *Capturer) drain() {
+	for {
+		select {
+		case ev, ok := <-c.events:
+			if !ok {
+				return
+			}
+			c.handle(ev)
+		default:
+			return
 		}
 	}
 }
@@ -610,7 +629,9 @@ func (c *Capturer) produce(now time.Time) (Frame, error) {
 	// Which tiles may have changed.
 	cand := make([]bool, len(c.tiles))
 	any := false
-	if c.damaged {
+	// Whatever woke us (settle refresh, cursor, pointer), damage is fetched too (one round trip): a
+	// change whose event is still in flight is then in this frame, never behind a refresh of older pixels.
+	if c.damaged || c.useDamage {
 		c.damaged = false
 		for _, r := range c.fetchDamage() {
 			x0, y0 := max(int(r.X), 0), max(int(r.Y), 0)
