@@ -4,6 +4,8 @@ package desktop
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -96,7 +98,10 @@ func TestControl(t *testing.T) {
 		c.wait("3 viewers listed", func(st *viewState) bool { return len(st.viewers) == 3 })
 	}
 	want := []ViewerInfo{{ID: "alice", Name: "alice", Mode: ModeDrive}, {ID: "wendy", Name: "wendy", Mode: ModeWatch}, {ID: "owner", Name: "owner", Mode: ModeDrive}}
-	if got := alice.state().viewers; !reflect.DeepEqual(got, want) {
+	got := alice.state().viewers
+	slices.SortFunc(got, func(a, b ViewerInfo) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(want, func(a, b ViewerInfo) int { return strings.Compare(a.ID, b.ID) })
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("viewers = %+v, want %+v", got, want)
 	}
 

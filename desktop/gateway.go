@@ -292,6 +292,12 @@ func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent
 	defer s.release(h)
 	sess := newSession(h, ws, v, cancel)
 	if err := h.join(sess); err != nil {
+		code := ErrCodeHelper
+		if !errors.Is(err, ErrHelper) && !errors.Is(err, ErrBadHelper) {
+			code = ErrCodeInternal
+		}
+		ws.SetWriteDeadline(time.Now().Add(time.Second))
+		ws.WriteMessage(websocket.BinaryMessage, Encode(ErrorMsg{Code: code, Message: err.Error()}))
 		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseTryAgainLater, err.Error()), time.Now().Add(time.Second))
 		return err
 	}

@@ -199,15 +199,16 @@ func (e *testEnv) helper() *fakeHelper {
 
 // client is a viewer over a real WebSocket. Its reader goroutine draws what it gets.
 type client struct {
-	t     testing.TB
-	ws    *websocket.Conn
-	wmu   sync.Mutex
-	ack   bool
-	drop  bool // do not keep the Rect frames (a flood would fill the test's memory)
-	done  chan struct{}
-	mu    sync.Mutex
-	st    viewState
-	rects map[string]bool // every Rect frame received, raw
+	t       testing.TB
+	ws      *websocket.Conn
+	wmu     sync.Mutex
+	ack     bool
+	drop    bool // do not keep the Rect frames (a flood would fill the test's memory)
+	closing atomic.Bool
+	done    chan struct{}
+	mu      sync.Mutex
+	st      viewState
+	rects   map[string]bool // every Rect frame received, raw
 }
 
 type viewState struct {
@@ -256,6 +257,7 @@ func (e *testEnv) dialRaw(id string) *websocket.Conn {
 }
 
 func (c *client) close() {
+	c.closing.Store(true)
 	c.ws.Close()
 	<-c.done
 }
@@ -263,7 +265,7 @@ func (c *client) close() {
 func (c *client) send(m Message) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, Encode(m)); err != nil {
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, Encode(m)); err != nil && !c.closing.Load() {
 		c.t.Errorf("viewer write: %v", err)
 	}
 }
