@@ -162,12 +162,11 @@ func NewService(cfg Config, open OpenFunc) *Service {
 		ctx: ctx, cancel: cancel, hubs: map[string]*hub{}}
 }
 
-// Surface is the desktop as cmd/porthole lists it. TODO(desktop helper): the helper's
-// handler of StreamKind (Xvfb, capture, input; desktop/internal) joins here as
-// Streams: map[string]surface.Handler{StreamKind: ...}; until then the gateway's stream
-// opens fail and viewers get Error{Helper}.
+// Surface is the desktop as cmd/porthole lists it: the helper's handler of StreamKind
+// (Xvfb, capture, input: helper_linux.go) and the gateway half.
 var Surface = surface.Description{
 	Name:    api.SurfaceDesktop,
+	Streams: map[string]surface.Handler{StreamKind: ServeHelperStream},
 	Gateway: NewGateway,
 }
 

@@ -60,8 +60,14 @@ var (
 // environment the backend already set to the sandbox's, see bridges.sandboxEnv).
 var envAllow = []string{"HOME", "USER", "LOGNAME", "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "SHELL", "TZ", "DISPLAY"}
 
+// AgentDisplay is the X display of the agent's desktop inside its sandbox (the desktop
+// surface starts Xvfb on it on first use). Every started process sees DISPLAY set to it
+// unless the helper's environment says otherwise, whether or not the display runs yet: an
+// X program started from a terminal appears on the desktop once it is open.
+const AgentDisplay = ":0"
+
 // Env returns the allowlisted part of the helper's environment with set (KEY=VALUE) applied
-// on top (replacing any variable of the same name).
+// on top (replacing any variable of the same name), and DISPLAY=AgentDisplay by default.
 func Env(set ...string) []string {
 	override := map[string]bool{}
 	for _, kv := range set {
@@ -73,6 +79,9 @@ func Env(set ...string) []string {
 		if v, ok := os.LookupEnv(k); ok && !override[k] {
 			env = append(env, k+"="+v)
 		}
+	}
+	if _, ok := os.LookupEnv("DISPLAY"); !ok && !override["DISPLAY"] {
+		env = append(env, "DISPLAY="+AgentDisplay)
 	}
 	return append(env, set...)
 }

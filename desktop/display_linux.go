@@ -1,0 +1,267 @@
+//go:build linux && !js
+
+package desktop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/porthole/porthole/desktop/internal/x11cap"
+	"github.com/porthole/porthole/internal/sandboxproc"
+	"github.com/porthole/porthole/surface"
+)
+
+// The agent's display, inside its sandbox. It is started on the first desktop stream of a
+// helper session (surface.Shared) and stopped when the session ends (the gateway closed it
+// or the helper's idle timeout stopped the helper; an open desktop stream counts as activity).
+const (
+	// DisplayName is the agent's display (DefaultWidth × DefaultHeight when it starts): every process the helper starts sees DISPLAY=:0
+	// (sandboxproc.Env), whether or not the display runs yet.
+	DisplayName = sandboxproc.AgentDisplay
+	// MaxWidth × MaxHeight is the largest size a viewer can ask for: Xvfb's framebuffer is
+	// allocated at this size (16 MB at 24 bits) and RandR can only shrink within it.
+	MaxWidth, MaxHeight = 2560, 1600
+	// displayStartTimeout bounds the wait for Xvfb to accept connections.
+	displayStartTimeout = 15 * time.Second
+	// x11Dir holds the X server's path socket: the jail's private /tmp, never the host's.
+	x11Dir = "/tmp/.X11-unix"
+)
+
+// ErrDisplay is wrapped by errors starting the agent's display.
+var ErrDisplay = errors.New("the desktop's display could not start")
+
+// display is one agent's X server and window manager.
+type display struct {
+	name     string
+	xvfb, wm *sandboxproc.Process // nil when the display was already running (not ours)
+	log      *slog.Logger
+	stopOnce sync.Once
+}
+
+type displayKey struct{}
+
+// sharedDisplay returns the helper session's display, starting it on first use.
+func sharedDisplay(ctx context.Context, log *slog.Logger) (*display, error) {
+	return surface.Shared(ctx, displayKey{}, func() (*display, func(), error) {
+		d, err := startDisplay(ctx, DisplayName, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return d, d.stop, nil
+	})
+}
+
+// displaySocket is the path socket of display name (":0" → /tmp/.X11-unix/X0).
+func displaySocket(name string) string {
+	return filepath.Join(x11Dir, "X"+strings.TrimPrefix(name, ":"))
+}
+
+// dialDisplay checks that the display's path socket accepts connections.
+func dialDisplay(name string) error {
+	c, err := net.DialTimeout("unix", displaySocket(name), time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// startDisplay starts Xvfb on name with only its path socket (-nolisten tcp: no TCP;
+// -nolisten local: no abstract socket, which would live in the network namespace and be
+// reachable from anything sharing it), -noreset (captures and input connect and disconnect),
+// then sets the default size through RandR and starts the window manager. A display that
+// already runs on name (the agent started its own Xvfb, or a host agent's real screen) is
+// used as it is and not stopped.
+func startDisplay(ctx context.Context, name string, log *slog.Logger) (*display, error) {
+	// The helper's own connections (input replay, clipboard) use DISPLAY too.
+	os.Setenv("DISPLAY", name)
+	d := &display{name: name, log: log}
+	if dialDisplay(name) == nil {
+		log.Info("desktop: using the display that already runs", "display", name)
+		return d, nil
+	}
+	xvfb, err := exec.LookPath("Xvfb")
+	if err != nil {
+		return nil, fmt.Errorf("%w: Xvfb is not installed in the sandbox (Debian package xvfb): %v", ErrDisplay, err)
+	}
+	if err := os.MkdirAll(x11Dir, 0o777); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrDisplay, x11Dir, err)
+	}
+	os.Chmod(x11Dir, 0o777|os.ModeSticky) // 1777, as X expects; the jail's own /tmp
+	// A stale socket of a display that is gone (the helper was killed) would make Xvfb refuse.
+	os.Remove(displaySocket(name))
+	os.Remove("/tmp/.X" + strings.TrimPrefix(name, ":") + "-lock")
+	logf := openLog("xvfb.log")
+	defer logf.Close()
+	d.xvfb, err = sandboxproc.Start(sandboxproc.Spec{
+		Path: xvfb,
+		Args: []string{"Xvfb", name, "-screen", "0", fmt.Sprintf("%dx%dx24", MaxWidth, MaxHeight),
+			"-noreset", "-nolisten", "tcp", "-nolisten", "local", "+extension", "RANDR"},
+		Env:    sandboxproc.Env(),
+		Stdout: logf, Stderr: logf,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDisplay, err)
+	}
+	deadline := time.NewTimer(displayStartTimeout)
+	defer deadline.Stop()
+	for dialDisplay(name) != nil {
+		select {
+		case <-d.xvfb.Done():
+			code, _ := d.xvfb.Wait()
+			return nil, fmt.Errorf("%w: Xvfb exited with code %d (see /tmp/porthole-desktop/xvfb.log)", ErrDisplay, code)
+		case <-deadline.C:
+			d.stop()
+			return nil, fmt.Errorf("%w: Xvfb did not accept connections within %s", ErrDisplay, displayStartTimeout)
+		case <-ctx.Done():
+			d.stop()
+			return nil, context.Cause(ctx)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := resizeDisplay(name, DefaultWidth, DefaultHeight); err != nil {
+		log.Warn("desktop: cannot set the default size", "err", err)
+	}
+	if err := d.startWM(); err != nil {
+		// Windows without frames are still usable: the display stays.
+		log.Warn("desktop: window manager", "err", err)
+	}
+	log.Info("desktop: display started", "display", name, "pid", d.xvfb.Pid)
+	return d, nil
+}
+
+// resizeDisplay sets the screen size through RandR (a short-lived connection).
+func resizeDisplay(name string, w, h int) error {
+	c, err := x11cap.Open(name, x11cap.Options{NoSHM: true, NoDamage: true})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Resize(w, h)
+}
+
+// clampSize clamps a requested display size to what Xvfb can take.
+func clampSize(w, h int) (int, int) {
+	return min(max(w, MinDisplay), MaxWidth), min(max(h, MinDisplay), MaxHeight)
+}
+
+// desktopDir holds the helper's files for the display (logs, the window manager's config).
+func desktopDir() string { return filepath.Join(os.TempDir(), "porthole-desktop") }
+
+func openLog(name string) *os.File {
+	dir := desktopDir()
+	os.MkdirAll(dir, 0o700)
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		f, _ = os.Open(os.DevNull)
+	}
+	return f
+}
+
+// openboxRC is openbox's configuration: one desktop, no decorations theme lookups beyond
+// the default, the root menu from openboxMenu.
+const openboxRC = `<?xml version="1.0" encoding="UTF-8"?>
+<openbox_config xmlns="http://openbox.org/3.4/rc">
+  <desktops><number>1</number></desktops>
+  <focus><focusNew>yes</focusNew><followMouse>no</followMouse></focus>
+  <placement><policy>Smart</policy></placement>
+  <menu><file>MENU</file></menu>
+  <mouse>
+    <context name="Root">
+      <mousebind button="Right" action="Press"><action name="ShowMenu"><menu>root-menu</menu></action></mousebind>
+      <mousebind button="Left" action="Press"><action name="ShowMenu"><menu>root-menu</menu></action></mousebind>
+    </context>
+    <context name="Titlebar">
+      <mousebind button="Left" action="Drag"><action name="Move"/></mousebind>
+      <mousebind button="Left" action="Press"><action name="Focus"/><action name="Raise"/></mousebind>
+      <mousebind button="Left" action="DoubleClick"><action name="ToggleMaximize"/></mousebind>
+    </context>
+    <context name="Frame">
+      <mousebind button="A-Left" action="Drag"><action name="Move"/></mousebind>
+      <mousebind button="Left" action="Press"><action name="Focus"/><action name="Raise"/></mousebind>
+    </context>
+    <context name="Client">
+      <mousebind button="Left" action="Press"><action name="Focus"/><action name="Raise"/></mousebind>
+    </context>
+    <context name="Close"><mousebind button="Left" action="Click"><action name="Close"/></mousebind></context>
+    <context name="Maximize"><mousebind button="Left" action="Click"><action name="ToggleMaximize"/></mousebind></context>
+    <context name="Iconify"><mousebind button="Left" action="Click"><action name="Iconify"/></mousebind></context>
+    <context name="Top"><mousebind button="Left" action="Drag"><action name="Resize"><edge>top</edge></action></mousebind></context>
+    <context name="Bottom"><mousebind button="Left" action="Drag"><action name="Resize"><edge>bottom</edge></action></mousebind></context>
+    <context name="Left"><mousebind button="Left" action="Drag"><action name="Resize"><edge>left</edge></action></mousebind></context>
+    <context name="Right"><mousebind button="Left" action="Drag"><action name="Resize"><edge>right</edge></action></mousebind></context>
+    <context name="BRCorner"><mousebind button="Left" action="Drag"><action name="Resize"/></mousebind></context>
+  </mouse>
+</openbox_config>
+`
+
+// openboxMenu is the root menu (a click on the background): a terminal.
+const openboxMenu = `<?xml version="1.0" encoding="UTF-8"?>
+<openbox_menu xmlns="http://openbox.org/3.4/menu">
+  <menu id="root-menu" label="Porthole">
+    <item label="Terminal"><action name="Execute"><command>xterm</command></action></item>
+  </menu>
+</openbox_menu>
+`
+
+// startWM starts openbox with the helper's configuration (a root menu with a terminal).
+// Without openbox the display still works, without window frames.
+func (d *display) startWM() error {
+	ob, err := exec.LookPath("openbox")
+	if err != nil {
+		return fmt.Errorf("openbox is not installed in the sandbox (Debian package openbox): %v", err)
+	}
+	dir := desktopDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	menu := filepath.Join(dir, "menu.xml")
+	rc := filepath.Join(dir, "rc.xml")
+	if err := os.WriteFile(menu, []byte(openboxMenu), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(rc, []byte(strings.Replace(openboxRC, "MENU", menu, 1)), 0o600); err != nil {
+		return err
+	}
+	logf := openLog("openbox.log")
+	defer logf.Close()
+	d.wm, err = sandboxproc.Start(sandboxproc.Spec{
+		Path:   ob,
+		Args:   []string{"openbox", "--config-file", rc},
+		Dir:    os.Getenv("HOME"),
+		Env:    sandboxproc.Env("DISPLAY=" + d.name),
+		Stdout: logf, Stderr: logf,
+	})
+	return err
+}
+
+// stop ends the window manager and the X server (each with its whole process tree) and
+// waits for them; a display that was already running is left alone.
+func (d *display) stop() {
+	d.stopOnce.Do(func() {
+		for _, p := range []*sandboxproc.Process{d.wm, d.xvfb} {
+			if p == nil {
+				continue
+			}
+			p.Signal(syscall.SIGTERM)
+			select {
+			case <-p.Done():
+			case <-time.After(2 * time.Second):
+				p.Kill()
+				p.Wait()
+			}
+		}
+		if d.xvfb != nil {
+			d.log.Info("desktop: display stopped", "display", d.name)
+		}
+	})
+}
