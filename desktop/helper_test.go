@@ -310,7 +310,7 @@ func TestDesktopHelperInJail(t *testing.T) {
 	d.send(t, Key{Down: false, Code: "Digit7"})
 	d.send(t, Text{Text: "hi"})
 	wantLog := []string{
-		fmt.Sprintf("(37,41), root:(%d,%d)", px, py), "button 1,",
+		fmt.Sprintf("root:(%d,%d),\n    state 0x0, button 1,", px, py),
 		"(keysym 0x51, Q)", "(keysym 0x37, 7)", "(keysym 0x68, h)", "(keysym 0x69, i)",
 	}
 	var log string
