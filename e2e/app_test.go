@@ -278,13 +278,13 @@ func TestAppShell(t *testing.T) {
 		t.Errorf("agent title = %q, want %q", got, name)
 	}
 
-	// The tabs: Terminal (the terminal panel), Desktop and Browser are placeholders.
+	// The tabs: Terminal (the terminal panel), Desktop (the desktop viewer), Browser a placeholder.
 	for _, tab := range []string{"terminal", "desktop", "browser"} {
 		c.until(t, "tab "+tab, fmt.Sprintf(`!!document.getElementById("tab-%s")`, tab))
 	}
 	c.until(t, "the terminal panel", `!!document.querySelector(".tab-panel .terminal-panel")`)
 	c.steps(t, "open the desktop tab", chromedp.Click(chromedp.ID("tab-desktop")))
-	c.until(t, "the desktop placeholder", `document.querySelector(".tab-panel").textContent.includes("Desktop — coming soon")`)
+	c.until(t, "the desktop viewer", `!!document.querySelector(".tab-panel .desktop-panel")`)
 	c.steps(t, "open the browser tab", chromedp.Click(chromedp.ID("tab-browser")))
 	c.until(t, "the browser placeholder", `document.querySelector(".tab-panel").textContent.includes("Browser — coming soon")`)
 

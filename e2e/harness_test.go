@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/porthole/porthole/desktop"
 	"github.com/porthole/porthole/internal/testenv"
 	"github.com/porthole/porthole/server"
 	"github.com/porthole/porthole/surface"
@@ -31,7 +32,7 @@ func serveGateway(t testing.TB, cfg server.Config) *httptest.Server {
 		cfg.HelperPath = portholeBin
 	}
 	if cfg.Surfaces == nil {
-		cfg.Surfaces = []surface.Description{terminal.Surface}
+		cfg.Surfaces = []surface.Description{terminal.Surface, desktop.Surface} // as cmd/porthole lists them
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = time.Minute
