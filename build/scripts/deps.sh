@@ -9,10 +9,12 @@ cd "$(dirname "$0")/../.."
 # libX11/libXtst (input replay).
 runtime_pkgs=(bubblewrap slirp4netns iproute2 util-linux xvfb chromium fonts-dejavu-core procps bash coreutils ca-certificates nodejs npm
 	libturbojpeg0 libx11-6 libxtst6 openbox xterm)
-# Development and tests: container engine, database, headers for cgo, setpriv/runuser.
-dev_pkgs=(podman runc postgresql libx11-dev libxtst-dev libpng-dev libturbojpeg0-dev curl)
+# Building the binary (make run builds it): cgo for the desktop's TurboJPEG encoder and input replay.
+build_pkgs=(gcc libc6-dev libx11-dev libxtst-dev libpng-dev libturbojpeg0-dev)
+# Development and tests: container engine, database, setpriv/runuser, the benchmarks' peers.
+dev_pkgs=(podman runc postgresql curl)
 
-want=("${runtime_pkgs[@]}")
+want=("${runtime_pkgs[@]}" "${build_pkgs[@]}")
 [ "${1:-}" = "--dev" ] && want+=("${dev_pkgs[@]}")
 
 missing=()
