@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+
 	"github.com/porthole/porthole/desktop/internal/x11cap"
 	"github.com/porthole/porthole/internal/sandboxproc"
 	"github.com/porthole/porthole/surface"
@@ -33,6 +36,8 @@ const (
 	MaxWidth, MaxHeight = 2560, 1600
 	// displayStartTimeout bounds the wait for Xvfb to accept connections.
 	displayStartTimeout = 15 * time.Second
+	// wmReadyTimeout bounds the wait for the window manager to manage a first window.
+	wmReadyTimeout = 20 * time.Second
 	// x11Dir holds the X server's path socket: the jail's private /tmp, never the host's.
 	x11Dir = "/tmp/.X11-unix"
 )
@@ -134,6 +139,8 @@ func startDisplay(ctx context.Context, name string, log *slog.Logger) (*display,
 	if err := d.startWM(); err != nil {
 		// Windows without frames are still usable: the display stays.
 		log.Warn("desktop: window manager", "err", err)
+	} else if err := waitWM(ctx, name, d.wm, wmReadyTimeout); err != nil {
+		log.Warn("desktop: the window manager is not ready", "err", err)
 	}
 	log.Info("desktop: display started", "display", name, "pid", d.xvfb.Pid)
 	return d, nil
@@ -168,7 +175,9 @@ func openLog(name string) *os.File {
 }
 
 // openboxRC is openbox's configuration: one desktop, no decorations theme lookups beyond
-// the default, the root menu from openboxMenu.
+// the default, the root menu from openboxMenu. An unmodified button bound in the "Frame"
+// context (which covers the client window too) would be grabbed by openbox and never reach
+// the program; "Client" bindings are replayed to it, so focus-on-click lives there.
 const openboxRC = `<?xml version="1.0" encoding="UTF-8"?>
 <openbox_config xmlns="http://openbox.org/3.4/rc">
   <desktops><number>1</number></desktops>
@@ -187,7 +196,6 @@ const openboxRC = `<?xml version="1.0" encoding="UTF-8"?>
     </context>
     <context name="Frame">
       <mousebind button="A-Left" action="Drag"><action name="Move"/></mousebind>
-      <mousebind button="Left" action="Press"><action name="Focus"/><action name="Raise"/></mousebind>
     </context>
     <context name="Client">
       <mousebind button="Left" action="Press"><action name="Focus"/><action name="Raise"/></mousebind>
@@ -264,4 +272,78 @@ func (d *display) stop() {
 			d.log.Info("desktop: display stopped", "display", d.name)
 		}
 	})
+}
+
+// waitWM waits until the window manager manages windows: it maps a small probe window and
+// waits for the window manager to reparent it into a frame, with a new probe every second.
+// Openbox takes the root's SubstructureRedirect early in its start, then loads its fonts
+// and theme (a second or more on a cold fontconfig cache); a window mapped meanwhile is
+// never mapped at all (its MapRequest is lost). So the display is ready, and the desktop's
+// first frame sent, only once a probe window got its frame.
+func waitWM(ctx context.Context, name string, wm *sandboxproc.Process, timeout time.Duration) error {
+	x, err := xgb.NewConnDisplay(name)
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	root := xproto.Setup(x).DefaultScreen(x).Root
+	events := make(chan xgb.Event, 16)
+	go func() { // owner: waitWM; ends when x is closed (deferred)
+		defer close(events)
+		for {
+			ev, err := x.WaitForEvent()
+			if ev == nil && err == nil {
+				return
+			}
+			if ev != nil {
+				events <- ev
+			}
+		}
+	}()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		win, err := xproto.NewWindowId(x)
+		if err != nil {
+			return err
+		}
+		err = xproto.CreateWindowChecked(x, 0, win, root, 0, 0, 1, 1, 0, xproto.WindowClassInputOutput,
+			0, xproto.CwEventMask, []uint32{xproto.EventMaskStructureNotify}).Check()
+		if err != nil {
+			return fmt.Errorf("probe window: %w", err)
+		}
+		xproto.MapWindow(x, win)
+		retry := time.NewTimer(time.Second)
+		reparented := false
+	wait:
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					return errors.New("the X connection closed")
+				}
+				if r, ok := ev.(xproto.ReparentNotifyEvent); ok && r.Window == win && r.Parent != root {
+					reparented = true
+					break wait
+				}
+			case <-retry.C:
+				break wait
+			case <-wm.Done():
+				retry.Stop()
+				return errors.New("the window manager exited (see /tmp/porthole-desktop/openbox.log)")
+			case <-deadline.C:
+				retry.Stop()
+				xproto.DestroyWindow(x, win)
+				return fmt.Errorf("no window got a frame within %s", timeout)
+			case <-ctx.Done():
+				retry.Stop()
+				return context.Cause(ctx)
+			}
+		}
+		retry.Stop()
+		xproto.DestroyWindowChecked(x, win).Check()
+		if reparented {
+			return nil
+		}
+	}
 }

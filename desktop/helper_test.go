@@ -121,6 +121,11 @@ func openDesktop(t *testing.T, m *bridges.Manager, a api.Agent) *desktopClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("helper %s stderr:\n%s", a.ID, c.Process().Stderr())
+		}
+	})
 	d := &desktopClient{conn: s, shots: make(chan Screenshot, 4), clips: make(chan string, 16), done: make(chan struct{})}
 	go func() { // owner: the test; ends when the stream closes (cleanup)
 		defer close(d.done)

@@ -462,6 +462,7 @@ func (c *Capturer) Next(ctx context.Context) (Frame, error) {
 			timer.Stop()
 		}
 	}()
+	matchRetries := 0
 	for {
 		if c.closed.Load() {
 			return Frame{}, ErrClosed
@@ -474,9 +475,19 @@ func (c *Capturer) Next(ctx context.Context) (Frame, error) {
 		if !at.IsZero() && !at.After(now) {
 			c.drain()
 			f, err := c.produce(now)
+			if shrunk(err) && matchRetries < 3 {
+				// The screen shrank (RandR) between the last event and the capture: read the
+				// new geometry and capture again.
+				matchRetries++
+				c.mu.Lock()
+				c.resized = true
+				c.mu.Unlock()
+				continue
+			}
 			if err != nil || !f.empty() {
 				return f, err
 			}
+			matchRetries = 0
 			continue
 		}
 		var tc <-chan time.Time
@@ -907,7 +918,20 @@ func (c *Capturer) Keyframe() (Frame, error) {
 	if c.closed.Load() {
 		return Frame{}, ErrClosed
 	}
-	return c.keyframeLocked(false)
+	f, err := c.keyframeLocked(false)
+	if shrunk(err) {
+		// The screen shrank under the capture: Next reads the new size and sends its keyframe.
+		c.resized = true
+		return Frame{Width: c.w, Height: c.h}, nil
+	}
+	return f, err
+}
+
+// shrunk reports a capture that failed with BadMatch: the area asked for is no longer inside
+// the root window, because a RandR resize shrank the screen after the capturer last read its size.
+func shrunk(err error) bool {
+	var m xproto.MatchError
+	return errors.As(err, &m)
 }
 
 // keyframeLocked encodes the whole screen; reset also makes it the diff reference (Next's keyframes).
