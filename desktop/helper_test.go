@@ -34,7 +34,13 @@ var cgoHelper struct {
 	err       error
 }
 
+// desktopHelperEnv names a prebuilt cgo helper (the unprivileged re-run gets root's build).
+const desktopHelperEnv = "PORTHOLE_TEST_DESKTOP_HELPER"
+
 func cgoHelperBin(t testing.TB) string {
+	if p := os.Getenv(desktopHelperEnv); p != "" {
+		return p
+	}
 	cgoHelper.once.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Dir(filepath.Dir(file))
@@ -385,12 +391,17 @@ func TestDesktopDisplayIsolated(t *testing.T) {
 	if res := jailSh(t, m, a, "xprop -root -f PORTHOLE_TOKEN 8s -set PORTHOLE_TOKEN "+tok+" && xprop -root PORTHOLE_TOKEN"); !strings.Contains(res.Stdout, tok) {
 		t.Fatalf("mark the display: exit %d %s %s", res.ExitCode, res.Stdout, res.Stderr)
 	}
+	probe := `xdpyinfo -display :0 >/dev/null 2>&1 && echo CONNECTED-PATH; xdpyinfo -display unix:0 >/dev/null 2>&1 && echo CONNECTED-UNIX; xprop -display :0 -root PORTHOLE_TOKEN 2>&1; ls -a /tmp/.X11-unix 2>&1; echo done`
+	// The probe does connect from the agent's own sandbox (so its failing elsewhere means something).
+	if res := jailSh(t, m, a, probe); !strings.Contains(res.Stdout, "CONNECTED-PATH") || !strings.Contains(res.Stdout, tok) {
+		t.Fatalf("the probe does not reach the display from its own agent:\n%s%s", res.Stdout, res.Stderr)
+	}
 	for _, net := range []string{api.NetworkNone, api.NetworkFull} {
 		if net == api.NetworkFull {
 			testenv.LookPath(t, "slirp4netns")
 		}
 		b := jailAgent("deskother"+net, net)
-		res := jailSh(t, m, b, `xdpyinfo -display :0 >/dev/null 2>&1 && echo CONNECTED-PATH; xdpyinfo -display unix:0 >/dev/null 2>&1 && echo CONNECTED-UNIX; xprop -display :0 -root PORTHOLE_TOKEN 2>&1; ls -a /tmp/.X11-unix 2>&1; echo done`)
+		res := jailSh(t, m, b, probe)
 		if strings.Contains(res.Stdout, "CONNECTED") || strings.Contains(res.Stdout, tok) || !strings.Contains(res.Stdout, "done") {
 			t.Errorf("agent %s (network %s) reached agent %s's display:\n%s", b.ID, net, a.ID, res.Stdout)
 		}
@@ -431,4 +442,21 @@ func hasToken(x *xgb.Conn, tok string) bool {
 	}
 	p, err := xproto.GetProperty(x, false, root, a.Atom, xproto.GetPropertyTypeAny, 0, 64).Reply()
 	return err == nil && string(p.Value) == tok
+}
+
+// TestUnprivilegedDesktop re-runs the desktop's jail tests as the unprivileged user the
+// gateway runs as in deployments (bwrap jails with rlimits instead of cgroups).
+func TestUnprivilegedDesktop(t *testing.T) {
+	if os.Getenv(testenv.UnprivilegedChildEnv) != "" {
+		t.Skip("this is the unprivileged run")
+	}
+	testenv.LookPath(t, "bwrap")
+	testenv.LookPath(t, "Xvfb")
+	out := testenv.RerunUnprivileged(t, "^(TestDesktopHelperInJail|TestDesktopDisplayIsolated)$",
+		map[string]string{desktopHelperEnv: cgoHelperBin(t)})
+	for _, want := range []string{"--- PASS: TestDesktopHelperInJail ", "--- PASS: TestDesktopDisplayIsolated "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the unprivileged run lacks %q", want)
+		}
+	}
 }
