@@ -55,15 +55,73 @@ type display struct {
 
 type displayKey struct{}
 
-// sharedDisplay returns the helper session's display, starting it on first use.
+// sessionDisplay is the helper session's display slot: the display runs from its first use
+// to the session's end, and is started again by the next stream if it died (Xvfb crashed or
+// was killed): a display crash ends the streams on it, not the helper.
+type sessionDisplay struct {
+	log    *slog.Logger
+	mu     sync.Mutex
+	cur    *display
+	closed bool
+}
+
+// sharedDisplay returns the helper session's display, starting it on first use and again
+// after it died.
 func sharedDisplay(ctx context.Context, log *slog.Logger) (*display, error) {
-	return surface.Shared(ctx, displayKey{}, func() (*display, func(), error) {
-		d, err := startDisplay(ctx, DisplayName, log)
-		if err != nil {
-			return nil, nil, err
-		}
-		return d, d.stop, nil
+	s, err := surface.Shared(ctx, displayKey{}, func() (*sessionDisplay, func(), error) {
+		s := &sessionDisplay{log: log}
+		return s, s.close, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return s.get(ctx)
+}
+
+func (s *sessionDisplay) get(ctx context.Context) (*display, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, surface.ErrLifetimeEnded
+	}
+	if s.cur != nil {
+		if s.cur.alive() {
+			return s.cur, nil
+		}
+		s.log.Warn("desktop: the display died; starting it again", "display", s.cur.name)
+		s.cur.stop()
+		s.cur = nil
+	}
+	d, err := startDisplay(ctx, DisplayName, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.cur = d
+	return d, nil
+}
+
+func (s *sessionDisplay) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.cur != nil {
+		s.cur.stop()
+		s.cur = nil
+	}
+}
+
+// alive reports whether the display still runs: our Xvfb has not exited (or, for a display
+// that was already running, it accepts connections).
+func (d *display) alive() bool {
+	if d.xvfb == nil {
+		return dialDisplay(d.name) == nil
+	}
+	select {
+	case <-d.xvfb.Done():
+		return false
+	default:
+		return true
+	}
 }
 
 // displaySocket is the path socket of display name (":0" → /tmp/.X11-unix/X0).

@@ -83,7 +83,9 @@ func serveHelper(ctx context.Context, stream net.Conn, log *slog.Logger) error {
 	defer stop()
 	h := &helperStream{stream: stream, capt: capt, log: log, ctx: ctx, cancel: cancel,
 		out: make(chan [][]byte, outQueue), display: d.name}
+	inputMu.Lock()
 	h.inj, h.injErr = newInjector(d.name)
+	inputMu.Unlock()
 	if clip, err := openClipboard(d.name, h.sendClipboard); err != nil {
 		log.Warn("desktop: clipboard unavailable", "err", err)
 	} else {

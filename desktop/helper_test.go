@@ -460,3 +460,62 @@ func TestUnprivilegedDesktop(t *testing.T) {
 		}
 	}
 }
+
+// TestDesktopDisplayCrash: when the agent's X server dies (here: killed from inside the
+// sandbox), the desktop stream ends (the gateway tells its viewers) but the helper survives,
+// input replay included (Xlib's default handlers would exit the process); the next stream
+// starts a new display, and input reaches programs on it.
+func TestDesktopDisplayCrash(t *testing.T) {
+	m := newDesktopJail(t)
+	a := jailAgent("deskcrash", api.NetworkNone)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := m.Conn(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := openDesktop(t, m, a)
+	d.waitFor(t, "Screen", 30*time.Second, func() bool { return d.screen.W != 0 && d.ends > 0 })
+	// Input opens the helper's Xlib connection (robotgo).
+	d.send(t, Pointer{X: 5, Y: 5})
+	d.send(t, Key{Down: true, Code: "KeyA"})
+	d.send(t, Key{Down: false, Code: "KeyA"})
+	time.Sleep(300 * time.Millisecond)
+	if res := jailSh(t, m, a, `kill -9 $(pidof Xvfb)`); res.ExitCode != 0 {
+		t.Fatalf("kill Xvfb: %d %s", res.ExitCode, res.Stderr)
+	}
+	d.waitFor(t, "the stream to end", 15*time.Second, func() bool { return d.err != nil })
+	// Input sent to a dead display goes nowhere, and does not take the helper down.
+	d2 := openDesktop(t, m, a)
+	d2.send(t, Pointer{X: 6, Y: 6, Buttons: ButtonLeft})
+	d2.send(t, Pointer{X: 6, Y: 6})
+	d2.waitFor(t, "a new display's Screen", 30*time.Second, func() bool { return d2.screen.W != 0 && d2.ends > 0 })
+	select {
+	case <-conn.Done():
+		t.Fatalf("the helper exited with the display: %v\n%s", conn.Err(), conn.Process().Stderr())
+	default:
+	}
+	if c2, err := m.Conn(ctx, a); err != nil || c2 != conn {
+		t.Fatalf("the helper was restarted (or is gone): %v", err)
+	}
+	// Input works on the new display.
+	go func() { // owner: the test; xev is killed with the jail at cleanup
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		m.Exec(ctx, a, api.ExecRequest{Command: []string{"sh", "-c",
+			"exec xev -geometry 300x200+50+50 -name porthole-xev2 -event keyboard >/tmp/xev2.log 2>&1"}, TimeoutS: 55})
+	}()
+	wx, wy := windowAt(t, m, a, "porthole-xev2")
+	d2.send(t, Pointer{X: uint16(wx + 10), Y: uint16(wy + 10), Buttons: ButtonLeft})
+	d2.send(t, Pointer{X: uint16(wx + 10), Y: uint16(wy + 10)})
+	for i := 0; ; i++ {
+		d2.send(t, Text{Text: "z"})
+		if strings.Contains(jailSh(t, m, a, "cat /tmp/xev2.log").Stdout, "(keysym 0x7a, z)") {
+			break
+		}
+		if i == 30 {
+			t.Fatalf("keys do not reach a program on the new display:\n%s", jailSh(t, m, a, "cat /tmp/xev2.log").Stdout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -2,12 +2,61 @@
 
 package desktop
 
+/*
+#cgo LDFLAGS: -lX11
+#include <X11/Xlib.h>
+
+// robotgo's one Xlib connection (base/xdisplay_c.h). Weak: resolved against robotgo's C code
+// in the final link; NULL if robotgo ever stops exporting them.
+extern Display *XGetMainDisplay(void) __attribute__((weak));
+extern void XCloseMainDisplay(void) __attribute__((weak));
+
+static volatile int porthole_x_failed;
+static Display *porthole_x_hooked;
+
+// Xlib's default handlers exit the process: on a protocol error, and when the connection is
+// lost (the X server died). Ours record the loss and return; the exit handler (libX11 ≥ 1.7)
+// keeps Xlib from calling exit after the I/O error handler returns.
+static int porthole_x_io_error(Display *d) { porthole_x_failed = 1; return 0; }
+static void porthole_x_io_exit(Display *d, void *data) { porthole_x_failed = 1; }
+static int porthole_x_error(Display *d, XErrorEvent *e) { return 0; }
+
+static void porthole_x_init(void) {
+	XSetIOErrorHandler(porthole_x_io_error);
+	XSetErrorHandler(porthole_x_error);
+}
+
+// porthole_x_display makes sure robotgo's connection is open and alive: after a lost
+// connection it is closed and opened again. It returns 0 when no connection can be had (the
+// X server is gone): robotgo must not be called then (it would use a NULL display).
+static int porthole_x_display(void) {
+	if (!XGetMainDisplay || !XCloseMainDisplay) return 0;
+	if (porthole_x_failed) {
+		XCloseMainDisplay();
+		porthole_x_hooked = NULL;
+		porthole_x_failed = 0;
+	}
+	Display *d = XGetMainDisplay();
+	if (!d) return 0;
+	if (d != porthole_x_hooked) {
+		XSetIOErrorExitHandler(d, porthole_x_io_exit, NULL);
+		porthole_x_hooked = d;
+	}
+	return 1;
+}
+*/
+import "C"
+
 import (
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/go-vgo/robotgo"
 )
+
+// errNoDisplay: the X server cannot be reached (it died): input is dropped until it is back.
+var errNoDisplay = errors.New("desktop input: the display is not reachable")
 
 // robotInjector replays input with robotgo (XTest through libX11/libXtst) on the display
 // named by DISPLAY (startDisplay sets it in the helper's environment).
@@ -22,11 +71,23 @@ func newInjector(display string) (injector, error) {
 	robotOnce.Do(func() {
 		robotgo.MouseSleep = 0
 		robotgo.KeySleep = 0
+		C.porthole_x_init()
 	})
 	if err := robotgo.SetXDisplayName(display); err != nil {
 		return nil, fmt.Errorf("desktop input: display %s: %w", display, err)
 	}
+	if C.porthole_x_display() == 0 {
+		return nil, fmt.Errorf("%w: %s", errNoDisplay, display)
+	}
 	return &robotInjector{keys: map[string]bool{}}, nil
+}
+
+// alive checks robotgo's X connection before a call (reconnecting after the X server restarted).
+func alive() error {
+	if C.porthole_x_display() == 0 {
+		return errNoDisplay
+	}
+	return nil
 }
 
 var robotButtons = [...]struct {
@@ -35,6 +96,9 @@ var robotButtons = [...]struct {
 }{{ButtonLeft, "left"}, {ButtonMiddle, "center"}, {ButtonRight, "right"}}
 
 func (r *robotInjector) pointer(x, y int, buttons uint8) error {
+	if err := alive(); err != nil {
+		return err
+	}
 	robotgo.Move(x, y)
 	for _, b := range robotButtons {
 		if (r.buttons^buttons)&b.bit == 0 {
@@ -53,6 +117,9 @@ func (r *robotInjector) pointer(x, y int, buttons uint8) error {
 }
 
 func (r *robotInjector) wheel(x, y, dx, dy int) error {
+	if err := alive(); err != nil {
+		return err
+	}
 	robotgo.Move(x, y)
 	// robotgo: y > 0 scrolls up (button 4), x > 0 scrolls left (button 6); the wire's
 	// positive steps are down and right.
@@ -61,6 +128,9 @@ func (r *robotInjector) wheel(x, y, dx, dy int) error {
 }
 
 func (r *robotInjector) key(code string, down bool) error {
+	if err := alive(); err != nil {
+		return err
+	}
 	name := robotKey(code)
 	if name == "" {
 		return fmt.Errorf("desktop input: key %q is not supported", code)
@@ -81,11 +151,19 @@ func (r *robotInjector) key(code string, down bool) error {
 }
 
 func (r *robotInjector) text(s string) error {
+	if err := alive(); err != nil {
+		return err
+	}
 	robotgo.Type(s)
 	return nil
 }
 
 func (r *robotInjector) releaseAll() {
+	if alive() != nil {
+		clear(r.keys)
+		r.buttons = 0
+		return
+	}
 	for name := range r.keys {
 		robotgo.KeyToggle(name, "up")
 	}
