@@ -110,11 +110,14 @@ func (s *sessionDisplay) close() {
 	}
 }
 
-// alive reports whether the display still runs: our Xvfb has not exited (or, for a display
-// that was already running, it accepts connections).
+// alive reports whether the display still runs: it accepts connections (a killed Xvfb may
+// not be reaped yet) and our Xvfb has not exited.
 func (d *display) alive() bool {
+	if dialDisplay(d.name) != nil {
+		return false
+	}
 	if d.xvfb == nil {
-		return dialDisplay(d.name) == nil
+		return true
 	}
 	select {
 	case <-d.xvfb.Done():
