@@ -326,6 +326,8 @@ func (c *deskClient) controlText() string {
 		return "Nobody has control"
 	case c.control.HolderID == c.me:
 		return "You have control"
+	case deskPerson(c.control.HolderID) == deskPerson(c.me):
+		return "You have control in another tab"
 	}
 	return c.control.HolderName + " has control"
 }
@@ -340,6 +342,15 @@ func (c *deskClient) viewersText() string {
 		parts = append(parts, s+")")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// deskPerson is the person's part of a wire id: the gateway names each connection
+// "<person id>#<conn id>", so one person's tabs share it.
+func deskPerson(id string) string {
+	if i := strings.LastIndexByte(id, '#'); i >= 0 {
+		return id[:i]
+	}
+	return id
 }
 
 // deskCloseStatus is the sentence shown when the connection ended, before a retry in d.

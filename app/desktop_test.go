@@ -478,3 +478,35 @@ func TestDeskGestures(t *testing.T) {
 		}
 	})
 }
+
+// The gateway's ids are per connection ("<person>#<conn>"): of one person's two tabs only
+// the one whose Hello id is Control's holds control; the other shows "Take control".
+func TestDeskClientTwoTabsOfOnePerson(t *testing.T) {
+	r := &deskRec{}
+	c := newDeskClient(r, desktop.ModeDrive)
+	c.viewport(640, 500)
+	c.handle(desktop.Hello{Version: desktop.ProtocolVersion, Mode: desktop.ModeDrive, ViewerID: "u1#7", ViewerName: "alice"})
+	c.handle(desktop.Screen{W: 1280, H: 800})
+	c.handle(desktop.Control{HolderID: "u1#6", HolderName: "alice"}) // alice's other tab
+	c.handle(desktop.Viewers{Viewers: []desktop.ViewerInfo{{ID: "u1#6", Name: "alice", Mode: desktop.ModeDrive}, {ID: "u1#7", Name: "alice", Mode: desktop.ModeDrive}}})
+	r.take()
+	if c.holding() || r.capture {
+		t.Fatalf("the other tab holds control, yet holding=%v capture=%v", c.holding(), r.capture)
+	}
+	if got := c.controlText(); got != "You have control in another tab" {
+		t.Errorf("control text = %q", got)
+	}
+	if got := c.viewersText(); got != "alice (driving), alice (driving, you)" {
+		t.Errorf("viewers text = %q", got)
+	}
+	c.key(true, "KeyA")
+	c.release()
+	if got := r.take(); len(got) != 0 {
+		t.Fatalf("sent %v from the tab that does not hold control", got)
+	}
+	c.takeControl()
+	c.handle(desktop.Control{HolderID: "u1#7", HolderName: "alice"})
+	if !c.holding() || !r.capture || c.controlText() != "You have control" {
+		t.Fatalf("after taking over: holding=%v capture=%v text=%q", c.holding(), r.capture, c.controlText())
+	}
+}

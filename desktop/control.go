@@ -50,9 +50,14 @@ func newSession(h *hub, ws *websocket.Conn, v Viewer, cancel context.CancelCause
 	mode := ModeOf(v.Mode)
 	return &session{h: h, v: v, mode: mode, ws: ws, cancel: cancel, wake: make(chan struct{}, 1),
 		log:       h.log.With("viewer", v.ID, "conn", v.Conn),
-		hello:     Encode(Hello{Version: ProtocolVersion, Mode: mode, ViewerID: v.ID, ViewerName: v.Name}),
+		hello:     Encode(Hello{Version: ProtocolVersion, Mode: mode, ViewerID: ConnID(v), ViewerName: v.Name}),
 		modeFrame: Encode(ModeMsg{Mode: mode}), keyframe: true}
 }
+
+// ConnID is the id a viewer has on the wire (Hello, Control, Viewers): the person's id and
+// the connection's, "<id>#<conn>". One person in two tabs is two ids, so a client knows
+// whether its own connection holds control by comparing its Hello id with Control's.
+func ConnID(v Viewer) string { return fmt.Sprintf("%s#%d", v.ID, v.Conn) }
 
 func (s *session) wakeup() {
 	select {
@@ -142,7 +147,7 @@ func (h *hub) leave(s *session) {
 func (h *hub) viewersLocked() {
 	vs := make([]ViewerInfo, len(h.sessions))
 	for i, s := range h.sessions {
-		vs[i] = ViewerInfo{ID: s.v.ID, Name: s.v.Name, Mode: s.mode}
+		vs[i] = ViewerInfo{ID: ConnID(s.v), Name: s.v.Name, Mode: s.mode}
 	}
 	f := Encode(Viewers{Viewers: vs})
 	for _, s := range h.sessions {
@@ -227,7 +232,7 @@ func (h *hub) takeControl(s *session) {
 		s.queueErrLocked(ErrCodeNotHolder, fmt.Sprintf("%s holds control of this desktop; ask them to release it (the agent's owner can take it back)", c.name))
 		return
 	}
-	h.setHolderLocked(holder{sess: s, id: s.v.ID, name: s.v.Name})
+	h.setHolderLocked(holder{sess: s, id: s.v.ID, conn: ConnID(s.v), name: s.v.Name})
 }
 
 // viewerInput checks that s may send m (drives, holds control), clamps it to the display,

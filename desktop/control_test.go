@@ -10,8 +10,23 @@ import (
 	"time"
 )
 
+// person is the person's id in a wire id ("alice#3" → "alice").
+func person(wireID string) string {
+	if i := strings.LastIndexByte(wireID, '#'); i >= 0 {
+		return wireID[:i]
+	}
+	return wireID
+}
+
+// holderIs: the person id holds control (through one of their connections).
 func holderIs(id string, agent bool) func(*viewState) bool {
-	return func(st *viewState) bool { return st.control.HolderID == id && st.control.Agent == agent }
+	return func(st *viewState) bool { return person(st.control.HolderID) == id && st.control.Agent == agent }
+}
+
+// connHolds: exactly c's connection holds control (Control's id is c's Hello id).
+func connHolds(c *client) func(*viewState) bool {
+	me := c.state().hello.ViewerID
+	return func(st *viewState) bool { return me != "" && st.control.HolderID == me && !st.control.Agent }
 }
 
 // A watcher's input never reaches the helper, a driver's does once it holds control;
@@ -99,6 +114,14 @@ func TestControl(t *testing.T) {
 	}
 	want := []ViewerInfo{{ID: "alice", Name: "alice", Mode: ModeDrive}, {ID: "wendy", Name: "wendy", Mode: ModeWatch}, {ID: "owner", Name: "owner", Mode: ModeDrive}}
 	got := alice.state().viewers
+	seen := map[string]bool{}
+	for i := range got {
+		if !strings.Contains(got[i].ID, "#") || seen[got[i].ID] {
+			t.Fatalf("viewer id %q is not a unique per-connection id: %+v", got[i].ID, got)
+		}
+		seen[got[i].ID] = true
+		got[i].ID = person(got[i].ID)
+	}
 	slices.SortFunc(got, func(a, b ViewerInfo) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(want, func(a, b ViewerInfo) int { return strings.Compare(a.ID, b.ID) })
 	if !reflect.DeepEqual(got, want) {
@@ -130,4 +153,50 @@ func TestControlTakeBackAdmin(t *testing.T) {
 	tok.wait("Error{NotHolder}", tok.hasErr(ErrCodeNotHolder, "alice holds control"))
 	admin.send(TakeControl{})
 	alice.wait("the admin took control", holderIs("root", false))
+}
+
+// One person in two tabs is two viewers: control belongs to the tab that took it, so Hello,
+// Control and Viewers carry per-connection ids, and the other tab's input is dropped until
+// it takes over (which the same person may do without the holder releasing).
+func TestControlPerConnection(t *testing.T) {
+	e := newEnv(t, Config{})
+	desk := e.dial("alice", "drive", "")
+	f := e.helper()
+	f.send(Screen{W: 64, H: 64})
+	phone := e.dial("alice", "drive", "")
+	for _, c := range []*client{desk, phone} {
+		c.wait("2 viewers listed", func(st *viewState) bool { return len(st.viewers) == 2 })
+	}
+	d, p := desk.state(), phone.state()
+	if d.hello.ViewerID == p.hello.ViewerID || person(d.hello.ViewerID) != "alice" || person(p.hello.ViewerID) != "alice" {
+		t.Fatalf("two tabs of alice have Hello ids %q and %q, want distinct alice#<conn>", d.hello.ViewerID, p.hello.ViewerID)
+	}
+	if d.hello.ViewerName != "alice" || p.viewers[0].Name != "alice" || p.viewers[1].Name != "alice" {
+		t.Fatalf("names: hello %q, viewers %+v; want the person's name", d.hello.ViewerName, p.viewers)
+	}
+	ids := []string{p.viewers[0].ID, p.viewers[1].ID}
+	slices.Sort(ids)
+	want := []string{d.hello.ViewerID, p.hello.ViewerID}
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Fatalf("Viewers ids %v, want the Hello ids %v", ids, want)
+	}
+
+	desk.send(TakeControl{})
+	phone.wait("the desk tab holds control", connHolds(desk))
+	if st := phone.state(); connHolds(phone)(&st) {
+		t.Fatal("the phone tab is told it holds control")
+	}
+	phone.send(Pointer{X: 1, Y: 1})
+	phone.wait("Error{NotHolder} for the other tab", phone.hasErr(ErrCodeNotHolder, "take control first"))
+	f.none(t, 200*time.Millisecond)
+
+	phone.send(TakeControl{}) // the same person takes over from another tab
+	desk.wait("the phone tab holds control", connHolds(phone))
+	phone.send(Pointer{X: 2, Y: 2})
+	if m := f.next(t); m != (Pointer{X: 2, Y: 2}) {
+		t.Fatalf("helper got %+v, want the phone's pointer", m)
+	}
+	desk.send(Pointer{X: 3, Y: 3})
+	f.none(t, 200*time.Millisecond)
 }

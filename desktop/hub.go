@@ -59,14 +59,19 @@ type hub struct {
 type holder struct {
 	sess  *session
 	agent bool
-	id    string
+	id    string // the person's (or agent token's) id: same-person and take-back rules
+	conn  string // a viewer's connection id on the wire (ConnID): only that tab holds control
 	name  string
 }
 
 func (c holder) none() bool { return c.sess == nil && !c.agent }
 
 func (c holder) frame() []byte {
-	return Encode(Control{HolderID: c.id, HolderName: c.name, Agent: c.agent})
+	id := c.conn
+	if c.agent {
+		id = c.id // the agent's API: its token's id (each call is its own request)
+	}
+	return Encode(Control{HolderID: id, HolderName: c.name, Agent: c.agent})
 }
 
 type shotReply struct {

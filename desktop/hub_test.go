@@ -67,7 +67,7 @@ func TestViewerReconstructs(t *testing.T) {
 
 	b := e.dial("bob", "watch", "")
 	converged(t, b, tr, "late viewer")
-	if st := b.state(); st.hello.ViewerID != "bob" || st.mode != ModeWatch || st.screen != tr.screen {
+	if st := b.state(); person(st.hello.ViewerID) != "bob" || st.mode != ModeWatch || st.screen != tr.screen {
 		t.Fatalf("late viewer: hello %+v mode %v screen %v", st.hello, st.mode, st.screen)
 	}
 	// The late viewer's keyframe holds the latest rects only: far fewer than were sent.
