@@ -44,6 +44,22 @@ var targets = []target{
 	{what: "desktop full-screen motion, 1 core", bench: "BenchmarkDesktopMotion", unit: "fps", op: ">=", limit: 30},
 	{what: "desktop typed line vs full frame", bench: "BenchmarkDesktopTypedLine", unit: "line-%", op: "<=", limit: 5},
 	{what: "desktop idle screen", bench: "BenchmarkDesktopIdle", unit: "B/s", op: "<=", limit: 0},
+	// End to end (e2e BenchmarkDesktopCompare): porthole serve + helper in a bwrap jail + Xvfb, a Go viewer
+	// acking like the app, bytes at a TCP proxy; the peer is x11vnc + websockify + noVNC in Chromium on
+	// the same display, and the Octop-style figures are x11cap's (its own 1080p content, 10 fps).
+	{what: "desktop e2e idle screen (Porthole)", bench: "BenchmarkDesktopCompare/porthole/idle", unit: "B/s", op: "<=", limit: 0},
+	{what: "desktop e2e typed line vs keyframe", bench: "BenchmarkDesktopCompare/porthole/text", unit: "full-frame-%", op: "<=", limit: 5},
+	{what: "desktop e2e CPU per changed frame (motion)", bench: "BenchmarkDesktopCompare/porthole/motion", unit: "ms-cpu/frame", op: "<=", limit: 10},
+	{what: "desktop e2e motion fps at the viewer", bench: "BenchmarkDesktopCompare/porthole/motion", unit: "fps", op: ">=", limit: 30},
+	{what: "desktop e2e gateway CPU, 20 viewers vs 1", bench: "BenchmarkDesktopCompare/porthole/viewers", unit: "x-gw-cpu-20v", op: "<=", limit: 2},
+	{what: "desktop e2e text bytes vs x11vnc", bench: "BenchmarkDesktopCompare/porthole/text", unit: "bytes", op: "<=", limit: 1, base: "BenchmarkDesktopCompare/x11vnc/text", bunit: "bytes"},
+	{what: "desktop e2e drag bytes vs x11vnc", bench: "BenchmarkDesktopCompare/porthole/drag", unit: "bytes", op: "<=", limit: 1, base: "BenchmarkDesktopCompare/x11vnc/drag", bunit: "bytes"},
+	{what: "desktop e2e motion fps vs x11vnc", bench: "BenchmarkDesktopCompare/porthole/motion", unit: "fps", op: ">=", limit: 1, base: "BenchmarkDesktopCompare/x11vnc/motion", bunit: "fps"},
+	{what: "desktop e2e motion latency p99 vs x11vnc", bench: "BenchmarkDesktopCompare/porthole/motion", unit: "ms-p99", op: "<=", limit: 1, base: "BenchmarkDesktopCompare/x11vnc/motion", bunit: "ms-p99"},
+	{what: "desktop e2e idle vs Octop-style (10 fps)", bench: "BenchmarkDesktopCompare/porthole/idle", unit: "B/s", op: "<=", limit: 0.01, base: "BenchmarkDesktopOctopBaseline", bunit: "idle-B/s"},
+	{what: "desktop e2e drag B/s vs Octop-style (10 fps)", bench: "BenchmarkDesktopCompare/porthole/drag", unit: "B/s", op: "<=", limit: 1, base: "BenchmarkDesktopOctopBaseline", bunit: "idle-B/s"},
+	{what: "desktop e2e motion B/s vs Octop-style (10 fps)", bench: "BenchmarkDesktopCompare/porthole/motion", unit: "B/s", op: "<=", limit: 1, base: "BenchmarkDesktopOctopBaseline", bunit: "idle-B/s"},
+	{what: "desktop e2e CPU/frame vs Octop-style", bench: "BenchmarkDesktopCompare/porthole/motion", unit: "ms-cpu/frame", op: "<=", limit: 1, base: "BenchmarkDesktopOctopBaseline", bunit: "ms-cpu/frame"},
 }
 
 var lineRE = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
