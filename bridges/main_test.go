@@ -3,7 +3,6 @@ package bridges
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -79,57 +78,23 @@ var imageOnce struct {
 	err error
 }
 
-// testImage returns the agent image tag (PORTHOLE_TEST_IMAGE, default porthole-agent:latest),
-// building it once with build/agent-image/build.sh when the engine does not have it.
+// testImage returns the agent image tag (PORTHOLE_TEST_IMAGE, default porthole-agent:latest) on
+// the test engine, building it with build/agent-image/build.sh when the engine lacks it or has an
+// outdated one (testenv.AgentImage; one build at a time across test processes).
 func testImage(t testing.TB) string {
 	t.Helper()
-	tag := os.Getenv("PORTHOLE_TEST_IMAGE")
-	if tag == "" {
-		tag = DefaultImage
-	}
 	eng := engine(t)
 	imageOnce.Do(func() {
-		l := &containerLauncher{engine: eng, image: tag, helper: helperBin, logger: slog.Default()}
+		l := &containerLauncher{engine: eng, helper: helperBin, logger: slog.Default()}
 		defer l.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		cli, err := l.ping(ctx)
-		if err != nil {
-			imageOnce.err = err
-			return
-		}
-		// The image records the hash of the recipe that built it; a changed recipe rebuilds it.
-		recipe, err := os.ReadFile(filepath.Join(repoRoot, "build/agent-image/build.sh"))
-		if err != nil {
-			imageOnce.err = err
-			return
-		}
-		sum := sha256.Sum256(recipe)
-		want := hex.EncodeToString(sum[:])[:16]
-		if img, err := cli.ImageInspect(ctx, tag); err == nil {
-			if img.Config != nil && img.Config.Labels["porthole.recipe"] == want {
-				return
-			}
-			if os.Getenv("PORTHOLE_TEST_IMAGE") != "" {
-				return // an image the caller chose: use it as it is
-			}
-		}
-		podman, err := exec.LookPath("podman")
-		if err != nil {
-			imageOnce.err = fmt.Errorf("image %s missing and podman not found to build it: %w", tag, err)
-			return
-		}
-		t.Logf("building %s with build/agent-image/build.sh (once; cached by tag and recipe hash)", tag)
-		cmd := exec.Command("sh", filepath.Join(repoRoot, "build/agent-image/build.sh"), tag)
-		cmd.Env = append(os.Environ(), "PODMAN="+podman, "PODMAN_FLAGS=--url "+eng)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			imageOnce.err = fmt.Errorf("build image %s: %v\n%s", tag, err, out)
-		}
+		_, imageOnce.err = l.ping(ctx)
 	})
 	if imageOnce.err != nil {
 		testenv.Missing(t, "agent image: %v", imageOnce.err)
 	}
-	return tag
+	return testenv.AgentImage(t, eng, repoRoot)
 }
 
 // requireBackend makes sure the backend's real dependencies are there (fails under CI=true).

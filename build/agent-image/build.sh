@@ -18,7 +18,7 @@ PODMAN_FLAGS=${PODMAN_FLAGS:-}
 PACKAGES="base-files dash bash coreutils procps findutils grep sed mawk util-linux debianutils
   bsdutils ncurses-base ncurses-bin less
   libc-bin xvfb xkb-data x11-xkb-utils x11-utils x11-xserver-utils xauth
-  libturbojpeg0 libx11-6 libxtst6 openbox xterm
+  libturbojpeg0 libx11-6 libxtst6 openbox xterm xclip
   chromium chromium-common
   fontconfig fontconfig-config fonts-dejavu-core fonts-liberation xfonts-base
   ca-certificates netbase tzdata"

@@ -12,7 +12,7 @@ runtime_pkgs=(bubblewrap slirp4netns iproute2 util-linux xvfb chromium fonts-dej
 # Building the binary (make run builds it): cgo for the desktop's TurboJPEG encoder and input replay.
 build_pkgs=(gcc libc6-dev libx11-dev libxtst-dev libpng-dev libturbojpeg0-dev)
 # Development and tests: container engine, database, setpriv/runuser, the benchmarks' peers.
-dev_pkgs=(podman runc postgresql curl x11vnc websockify novnc xdotool)
+dev_pkgs=(podman runc postgresql curl xclip x11vnc websockify novnc xdotool)
 
 want=("${runtime_pkgs[@]}" "${build_pkgs[@]}")
 [ "${1:-}" = "--dev" ] && want+=("${dev_pkgs[@]}")
