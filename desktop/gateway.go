@@ -238,10 +238,11 @@ func (s *Service) forget(h *hub) {
 	s.mu.Unlock()
 }
 
-// Routes are the computer-use API: GET screenshot and POST actions (actions.go).
+// Routes are the computer-use API: GET screenshot and POST actions (actions.go), both at drive
+// level as the public API says (a watcher sees the screen through the viewer's WebSocket).
 func (s *Service) Routes() []surface.Route {
 	return []surface.Route{
-		{Method: "GET", Path: "screenshot", Level: api.LevelWatch, HTTP: s.serveScreenshot},
+		{Method: "GET", Path: "screenshot", Level: api.LevelDrive, HTTP: s.serveScreenshot},
 		{Method: "POST", Path: "actions", Level: api.LevelDrive, HTTP: s.serveAction},
 	}
 }
