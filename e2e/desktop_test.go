@@ -79,13 +79,20 @@ func requireDesktopSurface(t *testing.T, g *gateway, agentID string) {
 // startRecorder runs the test program through the exec API until the test ends.
 func startRecorder(t *testing.T, g *gateway, agentID string) {
 	t.Helper()
+	startXterm(t, g, agentID, clickRecorder)
+}
+
+// startXterm runs a magenta xterm at the display's top left whose shell runs script,
+// through the exec API, until the test ends.
+func startXterm(t *testing.T, g *gateway, agentID, script string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		body, _ := json.Marshal(api.ExecRequest{
-			Command:  []string{"sh", "-c", fmt.Sprintf(`DISPLAY="${DISPLAY:-:0}" exec xterm -geometry %dx%d+0+0 -bg '#ff00ff' -fg '#ffff00' -e sh -c %q`, xtermCols, xtermRows, clickRecorder)},
+			Command:  []string{"sh", "-c", fmt.Sprintf(`DISPLAY="${DISPLAY:-:0}" exec xterm -geometry %dx%d+0+0 -bg '#ff00ff' -fg '#ffff00' -e sh -c %q`, xtermCols, xtermRows, script)},
 			TimeoutS: 600,
 		})
 		req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/api/agents/"+agentID+"/exec", strings.NewReader(string(body)))

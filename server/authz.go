@@ -98,7 +98,14 @@ func (s *Server) require(r rule) echo.MiddlewareFunc {
 			}
 			if r.level != "" {
 				if have := a.Access.Get(r.surface); !have.AtLeast(r.level) {
-					return errorf(http.StatusForbidden, nil, "%s", needMsg(r.surface, r.level, have))
+					msg := needMsg(r.surface, r.level, have)
+					if r.surface != "" {
+						// A refused surface call (e.g. a watcher's desktop action) is audited.
+						s.appendAudit(c.Request().Context(), api.AuditEvent{Actor: p.actor(), Action: "surface.refused",
+							AgentID: a.ID, Surface: r.surface, Mode: have, Remote: c.RealIP(),
+							Detail: c.Request().Method + " " + truncate(c.Request().URL.Path, 200) + ": " + msg})
+					}
+					return errorf(http.StatusForbidden, nil, "%s", msg)
 				}
 			}
 			c.Set(agentKey, a)
