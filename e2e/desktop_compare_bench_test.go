@@ -776,7 +776,9 @@ func evalB[T any](b *testing.B, ctx context.Context, expr string) T {
 }
 
 // novncPage runs noVNC's RFB against ws and counts the framebuffer updates it draws; at each
-// it reads the marker's pixel from the backbuffer and records colour changes (epoch ms).
+// it reads the marker's pixel from the backbuffer and records colour changes at Date.now() (the
+// system's wall clock, as Go's time.Now; performance.timeOrigin + now() drifts from it by up to
+// ~100 ms, which made latencies wrap around the marker's colour cycle).
 const novncPage = `<!doctype html><html><body style="margin:0"><div id="screen" style="width:1920px;height:1080px"></div>
 <script type="module">
 import RFB from "/novnc/core/rfb.js";
@@ -791,7 +793,7 @@ rfb.addEventListener("connect", () => {
 		if (!drawn) return;
 		bench.frames++;
 		const px = d._drawCtx.getImageData(MX, MY, 1, 1).data, c = cls(px[0], px[1], px[2]);
-		if (c !== bench.cur) { bench.cur = c; bench.seen.push([performance.timeOrigin + performance.now(), c]); }
+		if (c !== bench.cur) { bench.cur = c; bench.seen.push([Date.now(), c]); }
 	};
 	bench.connected = true;
 });
