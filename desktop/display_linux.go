@@ -171,7 +171,10 @@ func startDisplay(ctx context.Context, name string, log *slog.Logger) (*display,
 	d.xvfb, err = sandboxproc.Start(sandboxproc.Spec{
 		Path: xvfb,
 		Args: []string{"Xvfb", name, "-screen", "0", fmt.Sprintf("%dx%dx24", MaxWidth, MaxHeight),
-			"-noreset", "-nolisten", "tcp", "-nolisten", "local", "+extension", "RANDR"},
+			"-noreset", "-nolisten", "tcp", "-nolisten", "local", "+extension", "RANDR",
+			// A solid root (-br) instead of X's 1-pixel stipple, which costs JPEG bytes in every
+			// region a window uncovers (a dragged window's trail, a typed line's background).
+			"-br"},
 		Env:    sandboxproc.Env(),
 		Stdout: logf, Stderr: logf,
 	})
