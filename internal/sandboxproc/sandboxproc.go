@@ -17,7 +17,10 @@
 // children, and reaping them needs wait4(-1), which would steal the exit statuses os/exec
 // waits for (and the helper runs many commands at once). Why not a pid namespace or cgroup per
 // command: inside the jail the helper has no capabilities, so it can create neither. The cost is
-// one more exec of a static binary per command (measured by BenchmarkExecRoundTrip).
+// one more exec of the helper's binary per command (measured by BenchmarkExecRoundTrip): in a
+// cgo build (the real binary) the reaper is C code that runs before the Go runtime starts
+// (reap/reap_cgo.c), in a CGO_ENABLED=0 build it is Go (reap/reap.go); both behave the same
+// (sandboxproc_test.go runs every case on both).
 //
 // The package must not be imported by the WASM app (it is linux-only).
 package sandboxproc

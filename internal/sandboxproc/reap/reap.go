@@ -3,7 +3,9 @@
 // Package reap is the reaper process of package sandboxproc. It is a package of its own, with
 // only standard-library imports, so that Go initializes it (and it takes over a process started
 // as the reaper) before the heavy packages of the binary it is linked into: a reaper's start
-// then costs about a Go runtime start, not the gateway's whole initialization.
+// then costs about a Go runtime start, not the gateway's whole initialization. A cgo build does
+// not even start the Go runtime: reap_cgo.c is the same reaper in C, run by a constructor before
+// it, so reapMain runs only in CGO_ENABLED=0 (or non-glibc) builds. Change both together.
 package reap
 
 import (
