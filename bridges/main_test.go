@@ -52,13 +52,27 @@ func testMain(m *testing.M) int {
 		helperBin = filepath.Join(dir, "porthole")
 		cmd := exec.Command("go", "build", "-o", helperBin, "./bridges/internal/testhelper")
 		cmd.Dir = repoRoot
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		// With cgo, as the real binary is built (Makefile), when there is a C compiler: the
+		// processes it starts then run under the C reaper (internal/sandboxproc/reap).
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgoEnabled())
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build test helper: %v\n%s", err, out)
 			return 1
 		}
 	}
 	return m.Run()
+}
+
+// cgoEnabled is "1" when go env CC names a C compiler that is installed, else "0".
+func cgoEnabled() string {
+	out, _ := exec.Command("go", "env", "CGO_ENABLED", "CC").Output()
+	f := strings.Fields(string(out))
+	if len(f) == 2 && f[0] == "1" {
+		if _, err := exec.LookPath(f[1]); err == nil {
+			return "1"
+		}
+	}
+	return "0"
 }
 
 func randHex(n int) string {
