@@ -82,12 +82,16 @@ type result struct {
 	err  string // Start's or Wait's error
 }
 
-// run runs `reapdriver run ARGS...` and parses its result line.
+// run runs `reapdriver run ARGS...` (or, when drv is not the driver, drv ARGS... that runs it)
+// and parses its result line.
 func run(t *testing.T, drv string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, drv, append([]string{"run"}, args...)...)
+	if strings.Contains(filepath.Base(drv), "reapdriver") {
+		args = append([]string{"run"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, drv, args...)
 	cmd.Env = append(os.Environ(), "TZ=porthole-reap-test")
 	cmd.WaitDelay = 2 * time.Second // a reaper left behind holds stdout
 	var stderr strings.Builder
@@ -331,6 +335,19 @@ func TestReaperCttyForeground(t *testing.T) {
 		if pgrp != pid || tpgid != pid || session != ppid || ttyNr == "0" {
 			t.Errorf("pid %s: ppid %s pgrp %s session %s tty %s tpgid %s; want own group, foreground, reaper's session, a tty",
 				pid, ppid, pgrp, session, ttyNr, tpgid)
+		}
+	})
+}
+
+// TestReaperCommandSignalsDefault: the command starts with no signal ignored or blocked, even
+// when the helper was started with SIGHUP and SIGINT ignored (as under nohup).
+func TestReaperCommandSignalsDefault(t *testing.T) {
+	forEachReaper(t, func(t *testing.T, drv string, _ bool) {
+		r := run(t, "/bin/sh", "-c", `trap '' HUP INT PIPE; exec "$0" run "$@"`, drv,
+			"/bin/grep", "grep", "-E", "^Sig(Ign|Blk):", "/proc/self/status")
+		want := "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
+		if r.out != want || r.code != 0 {
+			t.Errorf("command's signals:\n%s(code %d), want\n%s", r.out, r.code, want)
 		}
 	})
 }

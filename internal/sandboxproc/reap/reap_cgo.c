@@ -186,21 +186,22 @@ static int wait_code(int st) {
 // reap_main is reap.go's reapMain: argv is porthole-reap __porthole_reap ctty|- PATH ARGV...
 static int reap_main(int argc, char **argv, char **envp) {
 	char ebuf[128];
+	// The reaper blocks every signal for its whole life (a status write to a closed pipe
+	// fails with EPIPE, as in Go) and reads the ones it acts on from a signalfd; the command
+	// gets the signal mask the reaper was started with and every disposition at its default,
+	// as the Go reaper's command does.
+	sigset_t all, orig, handled;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &orig);
 	if (argc < 5)
 		return fail(126, "", "reaper: bad arguments");
-	struct child_args a = {.path = argv[3], .argv = argv + 4, .envp = envp, .ctty = strcmp(argv[2], "ctty") == 0};
+	struct child_args a = {.path = argv[3], .argv = argv + 4, .envp = envp, .ctty = strcmp(argv[2], "ctty") == 0, .mask = orig};
 	cloexec_from3(); // the status pipe too
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
 		return fail(126, "reaper: PR_SET_CHILD_SUBREAPER: ", errstr(errno, ebuf, sizeof ebuf));
 	// The command inherits the raised score; the reaper then goes back to 0.
 	set_oom_score_adj(REAP_OOM);
 
-	// The reaper blocks every signal for its whole life and reads the ones it acts on from a
-	// signalfd; the command gets the signal mask the reaper was started with and every
-	// disposition at its default, as the Go reaper's command does.
-	sigset_t all, handled;
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, &a.mask);
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;
