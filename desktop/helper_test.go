@@ -386,10 +386,11 @@ func testDesktopHelper(t *testing.T, m *bridges.Manager, a api.Agent) {
 	} else if !strings.Contains(got, "from-the-viewer ✓") {
 		t.Errorf("clipboard read by an X client: %q", got)
 	}
-	// The other way: an X client copies, the viewer side gets a Clipboard frame.
+	// The other way: an X client copies, the viewer side gets a Clipboard frame (xclip -quiet
+	// stays in the foreground: a backgrounded xclip would die with its exec, by design).
 	go func() { // owner: the test; xclip exits after one paste or 20 s
 		m.Exec(context.Background(), a, api.ExecRequest{Command: []string{"sh", "-c",
-			`printf 'from-an-x-client' | timeout 20 xclip -selection clipboard -i -loops 1`}, TimeoutS: 25})
+			`printf 'from-an-x-client' | timeout 20 xclip -quiet -selection clipboard -i -loops 1`}, TimeoutS: 25})
 	}()
 	deadline := time.After(20 * time.Second)
 	for got := ""; got != "from-an-x-client"; {
