@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jezek/xgb"
+
 	"github.com/porthole/porthole/desktop/internal/x11cap"
 )
 
@@ -35,10 +37,16 @@ const (
 // inputMu serialises input replay: robotgo keeps one X connection per process.
 var inputMu sync.Mutex
 
+var quietXGB sync.Once
+
 // ServeHelperStream serves one desktop stream inside the agent's sandbox (the helper's
 // handler of StreamKind): it starts the session's display on first use, then streams the
 // screen and replays input until the stream or the session ends.
 func ServeHelperStream(ctx context.Context, stream net.Conn) {
+	// xgb logs "Could not get authority info" on every connection (the agent's display needs no
+	// cookie: only the jail can reach its socket); that noise would bury a crash's real cause in
+	// the helper's stderr, which the gateway reports.
+	quietXGB.Do(func() { xgb.Logger.SetOutput(io.Discard) })
 	defer stream.Close()
 	log := slog.Default().With("surface", "desktop")
 	if err := serveHelper(ctx, stream, log); err != nil && ctx.Err() == nil {
