@@ -89,3 +89,6 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
+
+// go-app with net/http kept out of app.wasm (third_party/go-app/PORTHOLE.md).
+replace github.com/maxence-charriere/go-app/v10 => ./third_party/go-app

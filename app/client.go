@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/porthole/porthole/api"
@@ -35,7 +33,7 @@ type APIError struct {
 func (e *APIError) Error() string {
 	msg := e.Message
 	if msg == "" {
-		msg = strings.ToLower(http.StatusText(e.Status))
+		msg = fmt.Sprintf("the server answered %d", e.Status)
 	}
 	if e.RetryAfter != "" {
 		return fmt.Sprintf("%s (retry in %s s)", msg, e.RetryAfter)
@@ -43,16 +41,29 @@ func (e *APIError) Error() string {
 	return msg
 }
 
+// HTTP statuses and methods the client uses (net/http stays out of app.wasm: it links crypto/tls).
+const (
+	statusUnauthorized    = 401
+	statusForbidden       = 403
+	statusNotFound        = 404
+	statusTooManyRequests = 429
+
+	methodGet    = "GET"
+	methodPost   = "POST"
+	methodPatch  = "PATCH"
+	methodDelete = "DELETE"
+)
+
 // Unwrap maps the status to the package's sentinel errors.
 func (e *APIError) Unwrap() error {
 	switch e.Status {
-	case http.StatusUnauthorized:
+	case statusUnauthorized:
 		return ErrUnauthorized
-	case http.StatusForbidden:
+	case statusForbidden:
 		return ErrForbidden
-	case http.StatusNotFound:
+	case statusNotFound:
 		return ErrNotFound
-	case http.StatusTooManyRequests:
+	case statusTooManyRequests:
 		return ErrRateLimited
 	}
 	return nil
@@ -120,76 +131,76 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 
 // Login opens a session (POST /api/session).
 func (c *Client) Login(ctx context.Context, username, password string) error {
-	return c.Do(ctx, http.MethodPost, "/api/session", api.LoginRequest{Username: username, Password: password}, nil)
+	return c.Do(ctx, methodPost, "/api/session", api.LoginRequest{Username: username, Password: password}, nil)
 }
 
 // Logout closes the session (DELETE /api/session).
 func (c *Client) Logout(ctx context.Context) error {
-	return c.Do(ctx, http.MethodDelete, "/api/session", nil, nil)
+	return c.Do(ctx, methodDelete, "/api/session", nil, nil)
 }
 
 // Me returns the logged-in user (GET /api/me).
 func (c *Client) Me(ctx context.Context) (api.Me, error) {
 	var me api.Me
-	err := c.Do(ctx, http.MethodGet, "/api/me", nil, &me)
+	err := c.Do(ctx, methodGet, "/api/me", nil, &me)
 	return me, err
 }
 
 // Agents lists the agents the caller can see (GET /api/agents).
 func (c *Client) Agents(ctx context.Context) ([]api.Agent, error) {
 	var list []api.Agent
-	err := c.Do(ctx, http.MethodGet, "/api/agents", nil, &list)
+	err := c.Do(ctx, methodGet, "/api/agents", nil, &list)
 	return list, err
 }
 
 // Agent returns one agent (GET /api/agents/:id).
 func (c *Client) Agent(ctx context.Context, id string) (api.Agent, error) {
 	var a api.Agent
-	err := c.Do(ctx, http.MethodGet, "/api/agents/"+pathEscape(id), nil, &a)
+	err := c.Do(ctx, methodGet, "/api/agents/"+pathEscape(id), nil, &a)
 	return a, err
 }
 
 // CreateAgent creates an agent (POST /api/agents).
 func (c *Client) CreateAgent(ctx context.Context, req api.CreateAgentRequest) (api.Agent, error) {
 	var a api.Agent
-	err := c.Do(ctx, http.MethodPost, "/api/agents", req, &a)
+	err := c.Do(ctx, methodPost, "/api/agents", req, &a)
 	return a, err
 }
 
 // UpdateAgent changes an agent (PATCH /api/agents/:id).
 func (c *Client) UpdateAgent(ctx context.Context, id string, req api.UpdateAgentRequest) (api.Agent, error) {
 	var a api.Agent
-	err := c.Do(ctx, http.MethodPatch, "/api/agents/"+pathEscape(id), req, &a)
+	err := c.Do(ctx, methodPatch, "/api/agents/"+pathEscape(id), req, &a)
 	return a, err
 }
 
 // DeleteAgent deletes an agent (DELETE /api/agents/:id).
 func (c *Client) DeleteAgent(ctx context.Context, id string) error {
-	return c.Do(ctx, http.MethodDelete, "/api/agents/"+pathEscape(id), nil, nil)
+	return c.Do(ctx, methodDelete, "/api/agents/"+pathEscape(id), nil, nil)
 }
 
 // Users lists the accounts (GET /api/users, admin).
 func (c *Client) Users(ctx context.Context) ([]api.User, error) {
 	var list []api.User
-	err := c.Do(ctx, http.MethodGet, "/api/users", nil, &list)
+	err := c.Do(ctx, methodGet, "/api/users", nil, &list)
 	return list, err
 }
 
 // CreateUser creates an account (POST /api/users, admin).
 func (c *Client) CreateUser(ctx context.Context, req api.CreateUserRequest) (api.User, error) {
 	var u api.User
-	err := c.Do(ctx, http.MethodPost, "/api/users", req, &u)
+	err := c.Do(ctx, methodPost, "/api/users", req, &u)
 	return u, err
 }
 
 // UpdateUser changes an account (PATCH /api/users/:id).
 func (c *Client) UpdateUser(ctx context.Context, id string, req api.UpdateUserRequest) error {
-	return c.Do(ctx, http.MethodPatch, "/api/users/"+pathEscape(id), req, nil)
+	return c.Do(ctx, methodPatch, "/api/users/"+pathEscape(id), req, nil)
 }
 
 // DeleteUser deletes an account (DELETE /api/users/:id, admin).
 func (c *Client) DeleteUser(ctx context.Context, id string) error {
-	return c.Do(ctx, http.MethodDelete, "/api/users/"+pathEscape(id), nil, nil)
+	return c.Do(ctx, methodDelete, "/api/users/"+pathEscape(id), nil, nil)
 }
 
 func isUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }
