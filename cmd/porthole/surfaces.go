@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/porthole/porthole/browser"
 	"github.com/porthole/porthole/desktop"
 	"github.com/porthole/porthole/surface"
 	"github.com/porthole/porthole/terminal"
@@ -11,4 +12,5 @@ import (
 var surfaces = []surface.Description{
 	terminal.Surface,
 	desktop.Surface,
+	browser.Surface,
 }
