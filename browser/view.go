@@ -2,9 +2,17 @@
 
 package browser
 
+// The live view (docs/browser-protocol.md): one CDP client per agent (not per viewer) runs
+// Page.startScreencast on the active tab and fans its frames out to the agent's viewers as
+// binary JPEG messages; viewers who drive and hold control send input through the CDP Input
+// domain. view_hub.go is the per-agent hub, view_session.go one viewer's WebSocket.
+
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -12,17 +20,248 @@ import (
 	"github.com/porthole/porthole/surface"
 )
 
-// TODO(browser-view): the live view.
+const (
+	defaultViewGrace = 30 * time.Second // the view's CDP client outlives its last viewer this long
+	viewWindow       = 2                // frames a viewer may have unacknowledged
+	defaultScreenW   = 1280             // screencast bounds before any viewer said its size
+	defaultScreenH   = 1280
+	viewCallTimeout  = 30 * time.Second
+	viewOpenTimeout  = 60 * time.Second
+	viewPingEvery    = 20 * time.Second
+	viewReadTimeout  = 60 * time.Second
+	viewWriteTimeout = 30 * time.Second
+	viewReadLimit    = MaxChunk + 1024
+	viewMaxErrs      = 32 // errors queued per viewer (more are dropped)
+	viewNoteEvery    = time.Second
+	automationPoll   = time.Second // how often the view checks whether the agent's automation is connected
+	maxTrackedPages  = 2 * MaxTabs // pages the view keeps track of (Chromium's ids are untrusted)
+	downloadsDir     = "/home/agent/Downloads"
+)
+
+// Sentinel errors of the live view.
+var (
+	// errViewClosed: the service was closed (gateway shutdown).
+	errViewClosed = errors.New("browser service closed")
+	// errViewIdle ends a hub once nobody watched for its grace period.
+	errViewIdle = errors.New("browser view idle")
+	// errBrowserGone: the browser could not be reached, or its connection ended.
+	errBrowserGone = errors.New("browser unavailable")
+)
 
 // viewState is the live view's part of Service.
-type viewState struct{}
+type viewState struct {
+	vctx    context.Context // ends at Close
+	vcancel context.CancelCauseFunc
 
-func (s *Service) initView() {}
+	vmu     sync.Mutex
+	hubs    map[string]*viewHub
+	vclosed bool
 
-func (s *Service) serveView(ctx context.Context, ws *websocket.Conn, agent api.Agent, v Viewer) error {
-	return errors.New("browser: the live view is not implemented yet")
+	vwg sync.WaitGroup // hubs' goroutines
+
+	// viewClient opens the live view's CDP client of an agent's browser: newClient(ctx,
+	// agent, "view") by default; tests give a client of a local Chromium.
+	viewClient func(ctx context.Context, agent api.Agent) (cdpClient, error)
+	viewGrace  time.Duration
 }
 
-func (s *Service) viewRoutes() []surface.Route   { return nil }
-func (s *Service) closeViewAgent(agentID string) {}
-func (s *Service) closeView()                    {}
+func (s *Service) initView() {
+	s.vctx, s.vcancel = context.WithCancelCause(context.Background())
+	s.hubs = map[string]*viewHub{}
+	// The CDP side refuses the agent's automation input while a person holds control.
+	s.cdpInputAllowed = func(agentID string) (bool, string) {
+		name, held := s.viewPersonHolds(agentID)
+		return !held, name
+	}
+	s.viewClient = func(ctx context.Context, agent api.Agent) (cdpClient, error) {
+		return s.newClient(ctx, agent, "view")
+	}
+	s.viewGrace = defaultViewGrace
+}
+
+// ModeOf maps a granted level to the wire's Mode.
+func ModeOf(l api.Level) Mode {
+	if l.AtLeast(api.LevelDrive) {
+		return ModeDrive
+	}
+	return ModeWatch
+}
+
+// ConnID is the id a viewer has on the wire (Hello, Control, Viewers): "<person id>#<conn>",
+// as on the desktop, so a client knows whether its own tab holds control.
+func ConnID(v Viewer) string { return fmt.Sprintf("%s#%d", v.ID, v.Conn) }
+
+// acquireView returns the agent's hub, starting it if needed, and counts one user of it.
+func (s *Service) acquireView(agent api.Agent) (*viewHub, error) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	if s.vclosed {
+		return nil, errViewClosed
+	}
+	h := s.hubs[agent.ID]
+	if h == nil {
+		h = newViewHub(s, agent)
+		s.hubs[agent.ID] = h
+		s.vwg.Add(1)
+		go h.run() // owner: Service (vwg); exits when the browser connection ends, idle, or Close
+	}
+	h.users++
+	h.graceGen++
+	if h.graceTimer != nil {
+		h.graceTimer.Stop()
+		h.graceTimer = nil
+	}
+	return h, nil
+}
+
+// releaseView ends one use of h; the last one starts the grace period.
+func (s *Service) releaseView(h *viewHub) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	if h.users--; h.users > 0 {
+		return
+	}
+	gen := h.graceGen
+	h.graceTimer = time.AfterFunc(s.viewGrace, func() {
+		s.vmu.Lock()
+		idle := h.users == 0 && h.graceGen == gen
+		if idle && s.hubs[h.agent.ID] == h {
+			delete(s.hubs, h.agent.ID)
+		}
+		s.vmu.Unlock()
+		if idle {
+			h.cancel(errViewIdle)
+		}
+	})
+}
+
+// forgetView unmaps h once it ended (the next viewer starts a new hub).
+func (s *Service) forgetView(h *viewHub) {
+	s.vmu.Lock()
+	if s.hubs[h.agent.ID] == h {
+		delete(s.hubs, h.agent.ID)
+	}
+	if h.graceTimer != nil {
+		h.graceTimer.Stop()
+	}
+	s.vmu.Unlock()
+}
+
+// viewPersonHolds reports whether a person holds control of the agent's browser in the live
+// view, and who: the CDP side's cdpInputAllowed (cdp.go) refuses the agent's automation
+// input meanwhile.
+func (s *Service) viewPersonHolds(agentID string) (name string, held bool) {
+	s.vmu.Lock()
+	h := s.hubs[agentID]
+	s.vmu.Unlock()
+	if h == nil {
+		return "", false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.holder == nil {
+		return "", false
+	}
+	return h.holder.v.Name, true
+}
+
+func (s *Service) viewRoutes() []surface.Route { return nil }
+
+// closeViewAgent ends the agent's live view and every viewer of it.
+func (s *Service) closeViewAgent(agentID string) {
+	s.vmu.Lock()
+	h := s.hubs[agentID]
+	delete(s.hubs, agentID)
+	s.vmu.Unlock()
+	if h != nil {
+		h.cancel(fmt.Errorf("%w: the agent was stopped", errBrowserGone))
+	}
+}
+
+// closeView ends every hub and viewer and waits for the hubs' goroutines.
+func (s *Service) closeView() {
+	s.vmu.Lock()
+	s.vclosed = true
+	hubs := make([]*viewHub, 0, len(s.hubs))
+	for _, h := range s.hubs {
+		hubs = append(hubs, h)
+	}
+	s.vmu.Unlock()
+	s.vcancel(errViewClosed)
+	for _, h := range hubs {
+		h.cancel(errViewClosed)
+	}
+	s.vwg.Wait()
+}
+
+// serveView runs one viewer's WebSocket until it closes or ctx ends; the server has
+// authenticated, authorized (at least watch) and upgraded it. It is the only writer of ws
+// (through the session's writer goroutine, which it owns and waits for).
+func (s *Service) serveView(ctx context.Context, ws *websocket.Conn, agent api.Agent, v Viewer) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopSvc := context.AfterFunc(s.vctx, func() { cancel(errViewClosed) })
+	defer stopSvc()
+
+	h, err := s.acquireView(agent)
+	if err != nil {
+		return err
+	}
+	defer s.releaseView(h)
+	sess := newViewSession(h, ws, v, cancel)
+	if err := h.join(ctx, sess); err != nil {
+		ws.SetWriteDeadline(time.Now().Add(time.Second))
+		ws.WriteMessage(websocket.BinaryMessage, Encode(ErrorMsg{Code: ErrCodeBrowser, Message: err.Error()}))
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseTryAgainLater, "browser unavailable"), time.Now().Add(time.Second))
+		return err
+	}
+	defer h.leave(sess)
+
+	writerDone := make(chan struct{})
+	go func() { // owner: serveView, which waits for it; exits when ctx ends or a write fails
+		defer close(writerDone)
+		if err := sess.writeLoop(ctx); err != nil {
+			cancel(err)
+		}
+	}()
+	stopRead := context.AfterFunc(ctx, func() { ws.SetReadDeadline(time.Now()) })
+	defer stopRead()
+
+	ws.SetReadLimit(viewReadLimit)
+	ws.SetReadDeadline(time.Now().Add(viewReadTimeout))
+	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(viewReadTimeout)) })
+	ws.SetPingHandler(func(data string) error {
+		sess.queuePong([]byte(data))
+		return ws.SetReadDeadline(time.Now().Add(viewReadTimeout))
+	})
+	sess.log.Debug("browser viewer connected", "mode", sess.mode)
+
+	var readErr error
+	for {
+		typ, data, err := ws.ReadMessage()
+		if err != nil {
+			readErr = err
+			break
+		}
+		ws.SetReadDeadline(time.Now().Add(viewReadTimeout))
+		if typ != websocket.BinaryMessage {
+			sess.queueErr(ErrCodeBadMessage, "text messages are not part of the browser protocol; send binary messages")
+			continue
+		}
+		m, err := Decode(data)
+		if err != nil {
+			sess.queueErr(ErrCodeBadMessage, err.Error())
+			continue
+		}
+		h.handle(ctx, sess, m)
+	}
+	if ctx.Err() == nil {
+		cancel(readErr)
+	}
+	<-writerDone
+	sess.log.Debug("browser viewer disconnected", "cause", context.Cause(ctx))
+	if websocket.IsCloseError(readErr, websocket.CloseNormalClosure, websocket.CloseGoingAway) && context.Cause(ctx) == readErr {
+		return nil
+	}
+	return context.Cause(ctx)
+}

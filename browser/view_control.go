@@ -1,0 +1,360 @@
+//go:build !js
+
+package browser
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// handle acts on one viewer message, on the viewer's reader goroutine.
+func (h *viewHub) handle(ctx context.Context, s *viewSession, m Message) {
+	switch m := m.(type) {
+	case Ack:
+		h.mu.Lock()
+		if d := m.Seq - s.acked; d != 0 && d <= s.seq-s.acked {
+			s.acked = m.Seq
+			s.wakeup()
+		}
+		h.mu.Unlock()
+	case Refresh:
+		h.mu.Lock()
+		if s.shot == nil {
+			s.shot = h.last
+		}
+		s.wakeup()
+		h.mu.Unlock()
+	case Resize:
+		h.mu.Lock()
+		s.vw = max(min(m.W, MaxViewSize), MinViewSize)
+		s.vh = max(min(m.H, MaxViewSize), MinViewSize)
+		if w, hh := h.wantSizeLocked(); w != h.scW || hh != h.scH {
+			h.wake()
+		}
+		h.mu.Unlock()
+	case TakeControl:
+		h.takeControl(s)
+	case ReleaseControl:
+		h.mu.Lock()
+		if h.holder == s {
+			h.setHolderLocked(nil)
+		}
+		h.mu.Unlock()
+	default:
+		if !IsInput(m.Op()) {
+			s.queueErr(ErrCodeBadMessage, fmt.Sprintf("opcode 0x%02x is not sent by viewers", uint8(m.Op())))
+			return
+		}
+		session, ok := h.mayDrive(s)
+		if !ok {
+			return
+		}
+		if err := h.command(ctx, s, session, m); err != nil && ctx.Err() == nil {
+			s.queueErr(ErrCodeRefused, err.Error())
+		}
+	}
+}
+
+// takeControl makes s the driver: when nobody holds control, when s is the same person in
+// another tab, or when s is the agent's owner or an admin (take-back).
+func (h *viewHub) takeControl(s *viewSession) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.mode != ModeDrive {
+		s.queueErrLocked(ErrCodeWatchOnly, "you are watching this browser: only drivers can take control")
+		return
+	}
+	c := h.holder
+	if c != nil && c != s && c.v.ID != s.v.ID && !s.isOwner() {
+		s.queueErrLocked(ErrCodeNotHolder, fmt.Sprintf("%s holds control of this browser; ask them to release it (the agent's owner can take it back)", c.v.Name))
+		return
+	}
+	h.setHolderLocked(s)
+}
+
+// mayDrive checks that s drives and holds control, and returns the active tab's CDP
+// session. A watcher's input is dropped here: it never reaches Chromium.
+func (h *viewHub) mayDrive(s *viewSession) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.mode != ModeDrive {
+		s.noteLocked(ErrCodeWatchOnly, "you are watching this browser: your input was dropped")
+		return "", false
+	}
+	if h.holder != s {
+		who := "nobody"
+		if h.holder != nil {
+			who = h.holder.v.Name
+		}
+		s.noteLocked(ErrCodeNotHolder, fmt.Sprintf("your input was dropped: %s holds control; take control first", who))
+		return "", false
+	}
+	if h.session == "" {
+		s.noteLocked(ErrCodeBrowser, "no tab is shown yet")
+		return "", false
+	}
+	return h.session, true
+}
+
+func buttonName(b uint8) string {
+	switch b {
+	case ButtonLeft:
+		return "left"
+	case ButtonMiddle:
+		return "middle"
+	case ButtonRight:
+		return "right"
+	}
+	return "none"
+}
+
+// cdpButtons maps the wire's button mask to CDP's (left 1, right 2, middle 4).
+func cdpButtons(b uint8) int {
+	n := 0
+	if b&ButtonLeft != 0 {
+		n |= 1
+	}
+	if b&ButtonRight != 0 {
+		n |= 2
+	}
+	if b&ButtonMiddle != 0 {
+		n |= 4
+	}
+	return n
+}
+
+const (
+	multiClickTime = 500 * time.Millisecond
+	multiClickDist = 4.0 // CSS px
+)
+
+// command runs one input or browser command of the control holder.
+func (h *viewHub) command(ctx context.Context, s *viewSession, session string, m Message) error {
+	ctx, cancel := context.WithTimeout(ctx, viewCallTimeout)
+	defer cancel()
+	switch m := m.(type) {
+	case Pointer:
+		return h.pointer(ctx, session, m)
+	case Wheel:
+		x, y := h.clampPoint(m.X, m.Y)
+		return h.cdp.send(ctx, session, "Input.dispatchMouseEvent", map[string]any{
+			"type": "mouseWheel", "x": x, "y": y, "deltaX": int(m.DX), "deltaY": int(m.DY), "modifiers": int(m.Modifiers)})
+	case Key:
+		return h.cdp.send(ctx, session, "Input.dispatchKeyEvent", keyParams(m))
+	case Text:
+		return h.cdp.send(ctx, session, "Input.insertText", map[string]any{"text": m.Text})
+	case Navigate:
+		u, err := normalizeURL(m.URL)
+		if err != nil {
+			return err
+		}
+		var r struct {
+			ErrorText string `json:"errorText"`
+		}
+		if err := h.cdp.call(ctx, session, "Page.navigate", map[string]any{"url": u}, &r); err != nil {
+			return fmt.Errorf("open %s: %w", u, err)
+		}
+		if r.ErrorText != "" {
+			return fmt.Errorf("open %s: %s", u, r.ErrorText)
+		}
+		return nil
+	case History:
+		return h.history(ctx, session, m.Action)
+	case TabNew:
+		u := "about:blank"
+		if m.URL != "" {
+			var err error
+			if u, err = normalizeURL(m.URL); err != nil {
+				return err
+			}
+		}
+		var r struct {
+			TargetID string `json:"targetId"`
+		}
+		if err := h.cdp.call(ctx, "", "Target.createTarget", map[string]any{"url": u}, &r); err != nil {
+			return fmt.Errorf("open a tab: %w", err)
+		}
+		h.setActive(r.TargetID)
+		return nil
+	case TabSwitch:
+		if !h.setActive(m.ID) {
+			return fmt.Errorf("no tab %q", m.ID)
+		}
+		return nil
+	case TabClose:
+		if !h.hasPage(m.ID) {
+			return fmt.Errorf("no tab %q", m.ID)
+		}
+		if err := h.cdp.call(ctx, "", "Target.closeTarget", map[string]any{"targetId": m.ID}, nil); err != nil {
+			return fmt.Errorf("close the tab: %w", err)
+		}
+		return nil
+	case DialogAnswer:
+		p := map[string]any{"accept": m.Accept}
+		if m.Prompt != "" {
+			p["promptText"] = m.Prompt
+		}
+		if err := h.cdp.call(ctx, session, "Page.handleJavaScriptDialog", p, nil); err != nil {
+			return fmt.Errorf("answer the dialog: %w", err)
+		}
+		return nil
+	case FileBegin, FileData, FileDone:
+		return h.upload(ctx, s, session, m)
+	}
+	return fmt.Errorf("opcode 0x%02x is not handled", uint8(m.Op()))
+}
+
+// pointer turns a viewer's pointer state into CDP mouse events: a move, and a press or
+// release for each button that changed (with the click count of a double or triple click).
+func (h *viewHub) pointer(ctx context.Context, session string, m Pointer) error {
+	x, y := h.clampPoint(m.X, m.Y)
+	h.mu.Lock()
+	old := h.buttons
+	h.buttons = m.Buttons
+	h.lastX, h.lastY = x, y
+	type ev struct {
+		typ, button string
+		count       int
+	}
+	var evs []ev
+	if old == m.Buttons {
+		evs = append(evs, ev{"mouseMoved", "none", 0})
+	}
+	for _, b := range []uint8{ButtonLeft, ButtonMiddle, ButtonRight} {
+		switch {
+		case m.Buttons&b != 0 && old&b == 0:
+			now, name := time.Now(), buttonName(b)
+			c := &h.click
+			if c.button == name && now.Sub(c.at) < multiClickTime && math.Hypot(x-c.x, y-c.y) <= multiClickDist {
+				c.count++
+			} else {
+				c.count = 1
+			}
+			c.at, c.x, c.y, c.button = now, x, y, name
+			evs = append(evs, ev{"mousePressed", name, c.count})
+		case m.Buttons&b == 0 && old&b != 0:
+			count := 1
+			if h.click.button == buttonName(b) {
+				count = h.click.count
+			}
+			evs = append(evs, ev{"mouseReleased", buttonName(b), count})
+		}
+	}
+	h.mu.Unlock()
+	for _, e := range evs {
+		p := map[string]any{"type": e.typ, "x": x, "y": y, "button": e.button,
+			"buttons": cdpButtons(m.Buttons), "modifiers": int(m.Modifiers)}
+		if e.count > 0 {
+			p["clickCount"] = e.count
+		}
+		if err := h.cdp.send(ctx, session, "Input.dispatchMouseEvent", p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clampPoint keeps a position inside the page as the last frame showed it.
+func (h *viewHub) clampPoint(x, y uint16) (float64, float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last != nil && h.last.w > 0 && h.last.h > 0 {
+		x, y = min(x, h.last.w-1), min(y, h.last.h-1)
+	}
+	return float64(x), float64(y)
+}
+
+func (h *viewHub) history(ctx context.Context, session string, action uint8) error {
+	switch action {
+	case HistReload:
+		return h.cdp.call(ctx, session, "Page.reload", nil, nil)
+	case HistStop:
+		return h.cdp.call(ctx, session, "Page.stopLoading", nil, nil)
+	}
+	var hist navHistory
+	if err := h.cdp.call(ctx, session, "Page.getNavigationHistory", nil, &hist); err != nil {
+		return err
+	}
+	i := hist.CurrentIndex - 1
+	if action == HistForward {
+		i = hist.CurrentIndex + 1
+	}
+	if i < 0 || i >= len(hist.Entries) {
+		return nil // nothing there: as a browser's greyed-out button
+	}
+	return h.cdp.call(ctx, session, "Page.navigateToHistoryEntry", map[string]any{"entryId": hist.Entries[i].ID}, nil)
+}
+
+func (h *viewHub) hasPage(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.pages {
+		if p.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// setActive makes tab id the one the viewers see (false: no such tab).
+func (h *viewHub) setActive(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	found := false
+	for _, p := range h.pages {
+		found = found || p.id == id
+	}
+	if !found && id != "" {
+		// A tab we just created whose targetCreated has not arrived yet.
+		if len(h.pages) >= maxTrackedPages {
+			return false
+		}
+		h.pages = append(h.pages, &pageInfo{id: id})
+		found = true
+	}
+	if found && h.active != id {
+		h.active = id
+		h.tabsChangedLocked()
+		h.wake()
+	}
+	return found
+}
+
+func parseURL(s string) (*url.URL, error) { return url.Parse(s) }
+
+// normalizeURL makes what a person types in an address bar a URL: "example.org/x" is
+// https://example.org/x, "localhost:8080" is http://localhost:8080. Only http, https, file,
+// about and data URLs load (never javascript:).
+func normalizeURL(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", fmt.Errorf("an empty address")
+	}
+	u, err := url.Parse(s)
+	if err == nil && u.Scheme != "" && (u.Opaque != "" || u.Host != "" || u.Scheme == "file" || u.Scheme == "about" || u.Scheme == "data") {
+		switch strings.ToLower(u.Scheme) {
+		case "http", "https", "file", "about", "data":
+			return u.String(), nil
+		}
+		if u.Host != "" || u.Scheme == "javascript" {
+			return "", fmt.Errorf("%s: addresses of scheme %q do not load here", s, u.Scheme)
+		}
+	}
+	scheme := "https://"
+	host := s
+	if i := strings.IndexAny(host, "/?#"); i >= 0 {
+		host = host[:i]
+	}
+	if strings.HasPrefix(host, "localhost") || strings.HasPrefix(host, "127.") || strings.HasPrefix(host, "[::1]") {
+		scheme = "http://"
+	}
+	u, err = url.Parse(scheme + s)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("%q is not an address", s)
+	}
+	return u.String(), nil
+}

@@ -1,0 +1,263 @@
+//go:build !js
+
+package browser
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeCDP is a cdpClient standing for a browser with one tab: it answers the view's calls
+// and records them, and the test pushes screencast frames into it.
+type fakeCDP struct {
+	in     chan []byte
+	done   chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	sent   []fakeCall
+	notify chan struct{}
+}
+
+type fakeCall struct {
+	Method    string          `json:"method"`
+	SessionID string          `json:"sessionId"`
+	Params    json.RawMessage `json:"params"`
+	ID        int64           `json:"id"`
+}
+
+var _ cdpClient = (*fakeCDP)(nil)
+
+func newFakeCDP() *fakeCDP {
+	return &fakeCDP{in: make(chan []byte, 1024), done: make(chan struct{}), notify: make(chan struct{}, 1)}
+}
+
+func (f *fakeCDP) Send(ctx context.Context, msg []byte) error {
+	var c fakeCall
+	if err := json.Unmarshal(msg, &c); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.sent = append(f.sent, c)
+	f.mu.Unlock()
+	select {
+	case f.notify <- struct{}{}:
+	default:
+	}
+	result := `{}`
+	switch c.Method {
+	case "Target.getTargets":
+		result = `{"targetInfos":[{"targetId":"T1","type":"page","title":"one","url":"http://x/"}]}`
+	case "Target.attachToTarget":
+		result = `{"sessionId":"S1"}`
+	case "Page.getNavigationHistory":
+		result = `{"currentIndex":0,"entries":[{"id":1,"url":"http://x/"}]}`
+	}
+	select {
+	case f.in <- []byte(fmt.Sprintf(`{"id":%d,"result":%s}`, c.ID, result)):
+	case <-f.done:
+		return errors.New("closed")
+	}
+	return nil
+}
+
+func (f *fakeCDP) Recv(ctx context.Context) ([]byte, error) {
+	select {
+	case b := <-f.in:
+		return b, nil
+	case <-f.done:
+		return nil, errors.New("closed")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (f *fakeCDP) Close() error {
+	f.once.Do(func() { close(f.done) })
+	return nil
+}
+
+// frame sends screencast frame n (its JPEG bytes are "frame-<n>").
+func (f *fakeCDP) frame(n int) {
+	data := base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("frame-%d", n)))
+	f.in <- []byte(fmt.Sprintf(`{"method":"Page.screencastFrame","sessionId":"S1","params":{"data":%q,"metadata":{"deviceWidth":800,"deviceHeight":600,"scrollOffsetX":0,"scrollOffsetY":%d},"sessionId":1}}`, data, n))
+}
+
+// count is how many calls of methods with prefix were sent.
+func (f *fakeCDP) count(prefix string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.sent {
+		if strings.HasPrefix(c.Method, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitCount waits until count(prefix) == n.
+func (f *fakeCDP) waitCount(t *testing.T, prefix string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.count(prefix) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s calls: %d, want %d", prefix, f.count(prefix), n)
+		}
+		select {
+		case <-f.notify:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (v *testViewer) frameData() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var s []string
+	for _, f := range v.frames {
+		s = append(s, string(f.Data))
+	}
+	return s
+}
+
+func fakeView(t *testing.T) (*fakeCDP, string) {
+	f, _, base := fakeViewService(t)
+	return f, base
+}
+
+func fakeViewService(t *testing.T) (*fakeCDP, *Service, string) {
+	f := newFakeCDP()
+	s := newTestService(t, func() cdpClient { return f })
+	return f, s, viewServer(t, s)
+}
+
+// TestViewAckPacing: Chromium's frames are acknowledged only when a viewer takes one; a
+// viewer with its window full gets the newest frame once it acks, never the ones between.
+func TestViewAckPacing(t *testing.T) {
+	f, base := fakeView(t)
+	v := dialViewer(t, base, "owner", "drive", true)
+	v.wait(5*time.Second, "tabs", func() bool { return v.last[OpTabs] != nil })
+	f.waitCount(t, "Page.startScreencast", 1)
+
+	f.frame(1)
+	v.wait(5*time.Second, "frame 1", func() bool { return len(v.frames) == 1 })
+	f.waitCount(t, "Page.screencastFrameAck", 1)
+	f.frame(2)
+	v.wait(5*time.Second, "frame 2", func() bool { return len(v.frames) == 2 })
+	f.waitCount(t, "Page.screencastFrameAck", 2)
+
+	// The viewer's window (2 frames) is full: frames wait in its one slot, unacknowledged.
+	f.frame(3)
+	f.frame(4)
+	time.Sleep(200 * time.Millisecond)
+	if n := f.count("Page.screencastFrameAck"); n != 2 {
+		t.Fatalf("%d acks sent to Chromium with no viewer able to draw, want 2", n)
+	}
+	if got := v.frameData(); len(got) != 2 {
+		t.Fatalf("viewer got %v past its window", got)
+	}
+	v.send(Ack{Seq: 2})
+	v.wait(5*time.Second, "the newest frame", func() bool { return len(v.frames) == 3 })
+	f.waitCount(t, "Page.screencastFrameAck", 4) // both owed frames, so Chromium goes on
+	if got := v.frameData(); got[2] != "frame-4" {
+		t.Errorf("after its ack the viewer got %v, want frame-4 (latest wins)", got)
+	}
+	if fr := v.frames[2]; fr.W != 800 || fr.H != 600 || fr.ScrollY != 4 || fr.Seq != 3 {
+		t.Errorf("frame metadata %+v", fr)
+	}
+}
+
+// TestViewFanOut: a fast viewer gets every frame at Chromium's pace while a slow one (never
+// acking) holds only the newest, never a growing queue.
+func TestViewFanOut(t *testing.T) {
+	f, base := fakeView(t)
+	fast := dialViewer(t, base, "owner", "drive", false)
+	slow := dialViewer(t, base, "bob", "watch", true)
+	fast.wait(5*time.Second, "tabs", func() bool { return fast.last[OpTabs] != nil })
+	slow.wait(5*time.Second, "tabs", func() bool { return slow.last[OpTabs] != nil })
+	f.waitCount(t, "Page.startScreencast", 1)
+	const n = 20
+	for i := 1; i <= n; i++ {
+		f.frame(i)
+		fast.wait(5*time.Second, fmt.Sprintf("frame %d", i), func() bool { return len(fast.frames) == i })
+	}
+	f.waitCount(t, "Page.screencastFrameAck", n)
+	if got := slow.frameData(); len(got) != viewWindow {
+		t.Fatalf("slow viewer got %d frames, want its window of %d", len(got), viewWindow)
+	}
+	slow.send(Ack{Seq: 2})
+	slow.wait(5*time.Second, "the newest frame", func() bool { return len(slow.frames) == 3 })
+	if got := slow.frameData(); got[2] != fmt.Sprintf("frame-%d", n) {
+		t.Errorf("slow viewer got %v, want frame-%d last", got, n)
+	}
+}
+
+// TestViewWatchDropped: a watcher's input and commands never reach Chromium; a driver's
+// only once it holds control; the owner takes control back from another driver.
+func TestViewWatchDropped(t *testing.T) {
+	f, svc, base := fakeViewService(t)
+	watcher := dialViewer(t, base, "bob", "watch", false)
+	driver := dialViewer(t, base, "carol", "drive", false)
+	owner := dialViewer(t, base, "owner", "drive", false)
+	for _, v := range []*testViewer{watcher, driver, owner} {
+		v.wait(5*time.Second, "tabs", func() bool { return v.last[OpTabs] != nil })
+	}
+	f.frame(1)
+	watcher.wait(5*time.Second, "a frame", func() bool { return len(watcher.frames) > 0 })
+
+	all := []Message{Pointer{X: 1, Y: 1, Buttons: ButtonLeft}, Wheel{DY: 10}, Key{Down: true, Code: "KeyA"},
+		Text{Text: "x"}, Navigate{URL: "http://evil/"}, History{Action: HistReload}, TabNew{}, TabClose{ID: "T1"},
+		DialogAnswer{Accept: true}}
+	watcher.send(TakeControl{})
+	for _, m := range all {
+		watcher.send(m)
+	}
+	driver.send(Pointer{X: 2, Y: 2}) // drives, but does not hold control
+	watcher.wait(5*time.Second, "watch-only", func() bool { return len(watcher.errs) > 0 })
+	driver.wait(5*time.Second, "not-holder", func() bool { return len(driver.errs) > 0 })
+	time.Sleep(200 * time.Millisecond)
+	for _, p := range []string{"Input.", "Page.navigate", "Page.reload", "Target.createTarget", "Target.closeTarget", "Page.handleJavaScript"} {
+		if n := f.count(p); n != 0 {
+			t.Errorf("%d %s calls reached Chromium from a watcher or a non-holder", n, p)
+		}
+	}
+	if e := watcher.errs[0]; e.Code != ErrCodeWatchOnly {
+		t.Errorf("watcher error %+v, want watch-only", e)
+	}
+	if e := driver.errs[0]; e.Code != ErrCodeNotHolder {
+		t.Errorf("driver error %+v, want not-holder", e)
+	}
+
+	driver.send(TakeControl{})
+	driver.wait(5*time.Second, "control", driver.holds())
+	driver.send(Pointer{X: 5, Y: 6, Buttons: ButtonLeft})
+	driver.send(Pointer{X: 5, Y: 6})
+	f.waitCount(t, "Input.dispatchMouseEvent", 2)
+
+	// While a person holds control the agent's automation input is refused (cdp.go's hook).
+	if ok, holder := svc.cdpInputAllowed("a1"); ok || holder != "carol" {
+		t.Errorf("cdpInputAllowed while carol drives = %v, %q; want refused naming carol", ok, holder)
+	}
+
+	// Another person's driver cannot take control; the owner can.
+	owner.send(TakeControl{})
+	owner.wait(5*time.Second, "control (owner's take-back)", owner.holds())
+	driver.wait(5*time.Second, "lost control", func() bool { c, _ := driver.last[OpControl].(Control); return c.HolderName == "owner" })
+	driver.send(TakeControl{})
+	driver.wait(5*time.Second, "refused", func() bool { return len(driver.errs) > 1 })
+	if ok, holder := svc.cdpInputAllowed("a1"); ok || holder != "owner" {
+		t.Errorf("cdpInputAllowed = %v, %q; want refused naming owner", ok, holder)
+	}
+	owner.send(ReleaseControl{})
+	owner.wait(5*time.Second, "released", func() bool { c, _ := owner.last[OpControl].(Control); return c.HolderID == "" })
+	if ok, _ := svc.cdpInputAllowed("a1"); !ok {
+		t.Errorf("automation input refused after the person released control")
+	}
+}
