@@ -152,6 +152,11 @@ func newTestService(t testing.TB, client func() cdpClient) *Service {
 // viewServer serves the live view of agent "a1" (owner "owner") on a test HTTP server; the
 // query says who connects: ?id=&name=&mode=watch|drive&conn=.
 func viewServer(t testing.TB, s *Service) string {
+	return viewServerFor(t, s, api.Agent{ID: "a1", OwnerID: "owner"})
+}
+
+// viewServerFor serves the live view of agent.
+func viewServerFor(t testing.TB, s *Service, agent api.Agent) string {
 	up := websocket.Upgrader{}
 	var conn uint64
 	var mu sync.Mutex
@@ -170,7 +175,7 @@ func viewServer(t testing.TB, s *Service) string {
 		c := conn
 		mu.Unlock()
 		v := Viewer{ID: r.URL.Query().Get("id"), Name: r.URL.Query().Get("name"), Mode: mode, Conn: c}
-		s.Serve(r.Context(), ws, api.Agent{ID: "a1", OwnerID: "owner"}, v)
+		s.Serve(r.Context(), ws, agent, v)
 	}))
 	t.Cleanup(srv.Close)
 	return "ws" + strings.TrimPrefix(srv.URL, "http")
