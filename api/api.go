@@ -190,6 +190,7 @@ type UpdateAgentRequest struct {
 type Token struct {
 	ID        string    `json:"id"`
 	AgentID   string    `json:"agent_id"`
+	Name      string    `json:"name,omitempty"`
 	Secret    string    `json:"token,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 }
