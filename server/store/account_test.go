@@ -102,12 +102,12 @@ func TestAuditQuery(t *testing.T) {
 			}
 			clock.Add(time.Hour)
 		}
-		add(api.AuditEvent{Actor: "alice", Action: "login.ok"})                                                   // 12:00
+		add(api.AuditEvent{Actor: "alice", Action: "login.ok"})                                                    // 12:00
 		add(api.AuditEvent{Actor: "alice", Action: "surface.attach", AgentID: "a1", Surface: api.SurfaceTerminal}) // 13:00
 		add(api.AuditEvent{Actor: "bob", Action: "surface.attach", AgentID: "a1", Surface: api.SurfaceDesktop})    // 14:00
 		add(api.AuditEvent{Actor: "bob", Action: "surface.detach", AgentID: "a2", Surface: api.SurfaceTerminal})   // 15:00
-		add(api.AuditEvent{Actor: "", Action: "login.fail"})                                                      // 16:00
-		add(api.AuditEvent{Actor: "alice", Action: "surfaces.weird"})                                             // 17:00: not "surface."
+		add(api.AuditEvent{Actor: "", Action: "login.fail"})                                                       // 16:00
+		add(api.AuditEvent{Actor: "alice", Action: "surfaces.weird"})                                              // 17:00: not "surface."
 
 		ids := func(q AuditQuery) []int64 {
 			t.Helper()
