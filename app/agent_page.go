@@ -102,6 +102,8 @@ func (p *AgentPage) renderTab() app.UI {
 		return &TerminalPanel{AgentID: p.agent.ID, Mode: level}
 	case api.SurfaceDesktop:
 		return &DesktopPanel{AgentID: p.agent.ID, Mode: level}
+	case api.SurfaceBrowser:
+		return &BrowserPanel{AgentID: p.agent.ID, Mode: level}
 	default:
 		return app.Div().Class("placeholder").Body(
 			app.P().Text(surfaceTitle(p.tab)+" — coming soon."),
