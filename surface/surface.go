@@ -75,6 +75,11 @@ type Env struct {
 	// surface's defaults).
 	Caps   Caps
 	Logger *slog.Logger
+	// Changed tells the dashboard that what the surface's Status (StatusReporter) returns for
+	// the agent may have changed: a session opened or ended, output, a new frame. It never
+	// blocks and costs next to nothing while no dashboard is open; call it on every change,
+	// the gateway coalesces (at most one thumbnail a second per agent). nil = no dashboard.
+	Changed func(agentID string)
 }
 
 // Caps bound how many sessions (terminals, ...) a surface keeps open. Zero fields take the
