@@ -43,6 +43,10 @@ type Config struct {
 	// OnAttach, if set, is called on every attach (including the opener's), e.g. for the
 	// audit log. It must not block.
 	OnAttach func(agent api.Agent, v Viewer, terminalID uint32, opened bool)
+	// OnChange, if set, is called when what Status returns for an agent may have changed: a
+	// terminal opened or ended, output arrived (surface.Env.Changed). It is called with no
+	// lock held, possibly very often, and must not block.
+	OnChange func(agentID string)
 }
 
 // Defaults.
@@ -317,6 +321,43 @@ func (s *Service) startTerm(ctx context.Context, agent api.Agent, cols, rows uin
 	t.log.Info("terminal opened", "by", by)
 	return t, nil
 }
+
+// changed reports a possible change of the agent's Status (Config.OnChange).
+func (s *Service) changed(agentID string) {
+	if f := s.cfg.OnChange; f != nil {
+		f(agentID)
+	}
+}
+
+// Status is the agent's terminals for the dashboard (surface.StatusReporter): how many are
+// open, and the last lines of the one with the latest output.
+func (s *Service) Status(agentID string) surface.Status {
+	s.mu.Lock()
+	var ts []*term
+	if a := s.agents[agentID]; a != nil {
+		for _, t := range a.terms {
+			ts = append(ts, t)
+		}
+	}
+	s.mu.Unlock()
+	st := surface.Status{Sessions: len(ts)}
+	var best *term
+	for _, t := range ts {
+		t.mu.Lock()
+		at := t.lastOut
+		t.mu.Unlock()
+		if best == nil || at.After(st.Active) || (at.Equal(st.Active) && t.id > best.id) {
+			best, st.Active = t, at
+		}
+	}
+	if best != nil {
+		out, partial, cols, rows := best.tail(thumbTail)
+		st.Lines = thumbLines(out, partial, int(cols), int(rows), thumbMaxLines, thumbWidth)
+	}
+	return st
+}
+
+var _ surface.StatusReporter = (*Service)(nil)
 
 // Routes: the terminal has no routes besides its WebSocket.
 func (s *Service) Routes() []surface.Route { return nil }

@@ -358,6 +358,7 @@ func (s *session) openTerm(ctx context.Context, m Open) {
 	svc.wg.Add(1)
 	svc.mu.Unlock()
 	go t.run() // owner: Service (wg); exits when the stream ends or the terminal finishes
+	svc.changed(s.agent.ID)
 
 	s.queue(Encode(Opened{Tag: m.Tag, ID: t.id}))
 	s.attachOpened(t, 0, m.Cols, m.Rows, true)

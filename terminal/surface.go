@@ -26,7 +26,8 @@ var _ surface.Gateway = (*Service)(nil)
 
 func newGateway(env surface.Env) (surface.Gateway, error) {
 	cfg := Config{MaxTotal: env.Caps.MaxTotal, MaxPerAgent: env.Caps.MaxPerAgent,
-		MaxPerUser: env.Caps.MaxPerUser, AdminReserve: env.Caps.AdminReserve, Logger: env.Logger}
+		MaxPerUser: env.Caps.MaxPerUser, AdminReserve: env.Caps.AdminReserve, Logger: env.Logger,
+		OnChange: env.Changed}
 	if env.Audit != nil {
 		// Every attach to one terminal (the opener's included), beside the surface.attach of
 		// the WebSocket that carries it.

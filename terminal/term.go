@@ -36,7 +36,8 @@ type term struct {
 	exitCode   int32
 	exitReason string
 	idle       *time.Timer
-	seen       uint64 // the furthest position any viewer was sent (see pausedLocked)
+	seen       uint64    // the furthest position any viewer was sent (see pausedLocked)
+	lastOut    time.Time // when output last arrived (the dashboard's most active terminal)
 }
 
 // attachment is one session's view of one terminal; fields guarded by term.mu.
@@ -152,6 +153,7 @@ func (t *term) output(p []byte) {
 		}
 		n := min(room, len(p))
 		t.ring.write(p[:n])
+		t.lastOut = time.Now()
 		p = p[n:]
 		for _, a := range t.viewers {
 			a.s.wakeup()
@@ -161,6 +163,7 @@ func (t *term) output(p []byte) {
 	if changed {
 		t.svc.broadcast(t.agentID, Encode(Title{ID: t.id, Title: title}))
 	}
+	t.svc.changed(t.agentID)
 }
 
 // finish ends the terminal once: it stops reading, hangs up the helper side, removes the
@@ -203,6 +206,18 @@ func (t *term) finish(code int32, reason string, hangup bool) {
 	t.stream.Close()
 	t.log.Info("terminal ended", "code", code, "reason", reason)
 	s.broadcastList(t.agentID)
+	s.changed(t.agentID)
+}
+
+// tail copies the last n bytes of the terminal's output (partial: not from its first byte),
+// with its size.
+func (t *term) tail(n int) (out []byte, partial bool, cols, rows uint16) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	from := max(t.ring.start(), t.ring.end-min(t.ring.end, uint64(n)))
+	x, y := t.ring.slice(from, int(t.ring.end-from))
+	out = append(append(make([]byte, 0, len(x)+len(y)), x...), y...)
+	return out, from > 0, t.cols, t.rows
 }
 
 // send writes one frame to the helper.
