@@ -67,6 +67,29 @@ type Config struct {
 	// jail may reach, e.g. a Docker Engine's own default networks; default none).
 	ContainerSubnetPool string
 	BlockedCIDRs        []string
+
+	// OnState, if set, is told every change of an agent's helper (the dashboard shows it). It
+	// is called with the Manager's locks held, in order per agent: it must not block or call
+	// back into the Manager.
+	OnState func(agentID string, st HelperState)
+}
+
+// Helper states reported through Config.OnState.
+const (
+	HelperStarting = "starting" // the backend is starting the helper
+	HelperRunning  = "running"  // the helper runs with streams open
+	HelperIdle     = "idle"     // the helper runs with no stream open (it stops after IdleTimeout)
+	HelperStopped  = "stopped"  // no helper: it exited, was stopped, or could not start
+)
+
+// HelperState is one change of an agent's helper.
+type HelperState struct {
+	State   string // HelperStarting, HelperRunning, HelperIdle, HelperStopped
+	Streams int    // open streams (HelperRunning)
+	// Err, with HelperStopped, says why when nobody asked for it: the helper could not start
+	// (it wraps ErrBackendUnavailable when the backend is down) or exited on its own. nil after
+	// an idle stop, a backend change, Forget or Close.
+	Err error
 }
 
 // Default values.
@@ -341,12 +364,24 @@ func (m *Manager) Conn(ctx context.Context, agent api.Agent) (*Conn, error) {
 		return nil, fmt.Errorf("agent %s: home: %w", agent.ID, err)
 	}
 	s.backend = b.Type
+	m.report(agent.ID, HelperState{State: HelperStarting})
 	c, err := m.start(ctx, l, spec)
 	if err != nil {
+		m.report(agent.ID, HelperState{State: HelperStopped, Err: err})
 		return nil, err
 	}
 	s.conn = c
+	c.mu.Lock()
+	c.reportLocked()
+	c.mu.Unlock()
 	return c, nil
+}
+
+// report tells Config.OnState.
+func (m *Manager) report(agentID string, st HelperState) {
+	if f := m.cfg.OnState; f != nil {
+		f(agentID, st)
+	}
 }
 
 // start launches a helper and performs the version handshake.
@@ -603,6 +638,7 @@ type Conn struct {
 	idle     *time.Timer
 	lastUse  time.Time
 	stopping error
+	gone     bool // HelperStopped was reported: report no more
 
 	done chan struct{}
 	err  error
@@ -623,6 +659,7 @@ func (c *Conn) Open(ctx context.Context, kind string) (net.Conn, error) {
 	}
 	c.active++
 	c.lastUse = time.Now()
+	c.reportLocked()
 	c.mu.Unlock()
 	st, err := c.sess.OpenStream()
 	if err == nil {
@@ -684,7 +721,20 @@ func (c *Conn) release() {
 	c.mu.Lock()
 	c.active--
 	c.lastUse = time.Now()
+	c.reportLocked()
 	c.mu.Unlock()
+}
+
+// reportLocked reports running or idle by the open streams, while the helper lives; callers hold c.mu.
+func (c *Conn) reportLocked() {
+	if c.gone || c.stopping != nil {
+		return
+	}
+	st := HelperState{State: HelperIdle}
+	if c.active > 0 {
+		st = HelperState{State: HelperRunning, Streams: c.active}
+	}
+	c.m.report(c.agentID, st)
 }
 
 // idleCheck runs on the idle timer: stop when no stream was open for IdleTimeout, else re-arm.
@@ -735,6 +785,7 @@ func (c *Conn) watch() {
 	c.mu.Lock()
 	cause := c.stopping
 	c.mu.Unlock()
+	crashed := cause == nil // nobody asked it to stop
 	if cause == nil {
 		select {
 		case <-c.proc.Done():
@@ -761,6 +812,14 @@ func (c *Conn) watch() {
 		cancel()
 	}
 	c.err = fmt.Errorf("agent %s: %w: %w", c.agentID, ErrHelperGone, cause)
+	c.mu.Lock()
+	st := HelperState{State: HelperStopped}
+	if crashed {
+		st.Err = c.err
+	}
+	c.gone = true
+	c.m.report(c.agentID, st)
+	c.mu.Unlock()
 	close(c.done)
 }
 
