@@ -202,6 +202,8 @@ func (tc *cdpTestConn) screenshot(t testing.TB, session string) []byte {
 // on the host, as root with --no-sandbox), one helper session for the Service's streams.
 func inProcessHelper(t testing.TB) OpenFunc {
 	testenv.LookPath(t, "chromium")
+	// The host's display (if any) is not an agent's: headless, as in a sandbox without a desktop.
+	agentX11Socket = "/nonexistent/X0"
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	life := surface.NewLifetime()

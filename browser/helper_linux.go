@@ -57,10 +57,12 @@ const (
 	stopGrace = 1200 * time.Millisecond
 	// browserLogDir holds Chromium's stderr (the jail's private /tmp).
 	browserLogDir = "/tmp/porthole-browser"
-	// agentX11Socket is the agent desktop's display socket (desktop.DisplayName :0): when it
-	// exists Chromium starts headed on it, so the desktop shows it too.
-	agentX11Socket = "/tmp/.X11-unix/X0"
 )
+
+// agentX11Socket is the agent desktop's display socket (desktop.DisplayName :0): when it
+// exists Chromium starts headed on it, so the desktop shows it too (a var for tests that run
+// the helper on a host, whose display is not the agent's).
+var agentX11Socket = "/tmp/.X11-unix/X0"
 
 // ErrNoBrowser is wrapped when Chromium cannot be started in the sandbox.
 var ErrNoBrowser = errors.New("the browser could not start")
@@ -390,6 +392,8 @@ func (c *chrome) stop() {
 		return
 	default:
 	}
+	start := time.Now()
+	defer func() { c.log.Info("browser: Chromium stopped", "after", time.Since(start).Round(time.Millisecond)) }()
 	c.wmu.Lock()
 	c.toB.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
 	cdpmux.WriteMessage(c.toB, []byte(`{"id":2147483647,"method":"Browser.close"}`))

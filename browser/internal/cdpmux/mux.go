@@ -376,7 +376,11 @@ func (m *Mux) reply(x *msg, id uint32) {
 	c, ok := m.pending[id]
 	if !ok {
 		m.mu.Unlock()
-		m.drop("a reply to an unknown id", fmt.Errorf("id %d", id))
+		// Usually a reply to a client that has left since; counted with the drops.
+		m.mu.Lock()
+		m.dropped++
+		m.mu.Unlock()
+		m.log.Debug("cdpmux: dropped a reply to an unknown id", "id", id)
 		return
 	}
 	delete(m.pending, id)
