@@ -786,11 +786,14 @@ func (c *Conn) watch() {
 	cause := c.stopping
 	c.mu.Unlock()
 	crashed := cause == nil // nobody asked it to stop
+	// The helper exits on its own once the session is closed, after its surfaces have shut
+	// down (the browser writes its profile to disk on the way): give it the same 2 s whether
+	// the stop was asked for or not, then kill it.
+	select {
+	case <-c.proc.Done():
+	case <-time.After(2 * time.Second):
+	}
 	if cause == nil {
-		select {
-		case <-c.proc.Done():
-		case <-time.After(2 * time.Second):
-		}
 		cause = c.proc.Err()
 		if cause == nil {
 			cause = errors.New("session closed")
