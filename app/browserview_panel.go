@@ -232,6 +232,7 @@ func (p *BrowserPanel) renderAddress() app.UI {
 				if !p.editing {
 					p.editing, p.url = true, p.ui.Nav.URL
 				}
+				ctx.JSSrc().Call("select") // as a browser's address bar: typing replaces the URL
 			}).
 			OnBlur(func(ctx app.Context, e app.Event) { p.editing = false }).
 			OnInput(func(ctx app.Context, e app.Event) { p.url, p.editing = ctx.JSSrc().Get("value").String(), true }),
