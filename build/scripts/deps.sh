@@ -47,7 +47,8 @@ if [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
 	$sudo chmod 0666 /dev/net/tun
 fi
 
-if [ ! -d node_modules/@xterm/xterm ]; then
+# playwright-core (dev): the browser surface's Playwright-over-CDP e2e test; no browser download.
+if [ ! -d node_modules/@xterm/xterm ] || [ ! -d node_modules/playwright-core ]; then
 	echo "deps: installing npm packages (npm ci)"
 	npm ci --no-audit --no-fund --loglevel=error
 fi
