@@ -1,0 +1,71 @@
+//go:build linux && !js
+
+package browser
+
+import (
+	"bytes"
+	"image/jpeg"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/internal/testenv"
+)
+
+// The live view through the gateway's multiplexer and a real helper stream, with Chromium in
+// a bwrap jail or a container: the page's title and a screenshot reach the viewers; a
+// driver's click reaches the page (which records it in its title), a watcher's does not.
+
+func TestViewInJail(t *testing.T) {
+	m := newBrowserManager(t, "")
+	testViewSandbox(t, browserService(t, m), jailAgentB("bview", "owner", api.NetworkNone))
+}
+
+func TestViewInContainer(t *testing.T) {
+	engine := testenv.Getenv(t, "PORTHOLE_TEST_ENGINE")
+	m := newBrowserManager(t, engine)
+	testViewSandbox(t, browserService(t, m), containerAgentB("bviewc", "owner"))
+}
+
+const clickPage = `<title>Porthole test page</title><style>body{margin:0}button{position:absolute;left:0;top:0;width:300px;height:200px}</style>` +
+	`<button onclick="document.title='clicked '+(window.n=(window.n||0)+1)">click me</button>`
+
+func testViewSandbox(t *testing.T, s *Service, agent api.Agent) {
+	base := viewServerFor(t, s, agent)
+	owner := dialViewer(t, base, "owner", "drive", false)
+	bob := dialViewer(t, base, "bob", "watch", false)
+	owner.wait(60*time.Second, "hello and tabs", func() bool { return owner.last[OpTabs] != nil })
+
+	owner.send(Resize{W: 800, H: 600})
+	owner.send(TakeControl{})
+	owner.wait(10*time.Second, "control", owner.holds())
+	owner.send(Navigate{URL: "data:text/html," + url.PathEscape(clickPage)})
+	owner.wait(30*time.Second, "the page's title", owner.tabTitle("Porthole test page"))
+	bob.wait(10*time.Second, "the page's title (watcher)", bob.tabTitle("Porthole test page"))
+
+	owner.wait(20*time.Second, "a frame", func() bool { return len(owner.frames) > 0 })
+	bob.wait(20*time.Second, "a frame (watcher)", func() bool { return len(bob.frames) > 0 })
+	owner.mu.Lock()
+	f := owner.frames[len(owner.frames)-1]
+	owner.mu.Unlock()
+	cfg, err := jpeg.DecodeConfig(bytes.NewReader(f.Data))
+	if err != nil {
+		t.Fatalf("the frame is not a JPEG: %v", err)
+	}
+	t.Logf("screenshot through the viewer protocol: page %dx%d CSS px, JPEG %dx%d, %d bytes", f.W, f.H, cfg.Width, cfg.Height, len(f.Data))
+
+	bob.clickAt(100, 100)
+	bob.send(TakeControl{})
+	bob.wait(10*time.Second, "watch-only errors", func() bool { return len(bob.errs) > 0 })
+	time.Sleep(time.Second)
+	owner.mu.Lock()
+	stillUnclicked := owner.tabTitle("Porthole test page")()
+	owner.mu.Unlock()
+	if !stillUnclicked {
+		t.Fatalf("a watcher's click reached the page: tabs %+v", owner.last[OpTabs])
+	}
+	owner.clickAt(100, 100)
+	owner.wait(20*time.Second, "the page to record the driver's click", owner.tabTitle("clicked 1"))
+	bob.wait(20*time.Second, "the watcher to see the click", bob.tabTitle("clicked 1"))
+}
