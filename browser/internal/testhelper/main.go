@@ -1,5 +1,5 @@
 // Command testhelper is a small `porthole helper` for the browser tests: RunHelper with the
-// exec stream and the browser's stream only, so the tests do not depend on every package of
+// exec stream and the browser's streams only, so the tests do not depend on every package of
 // the gateway building.
 package main
 
@@ -21,9 +21,9 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	handlers := map[string]bridges.Handler{
-		bridges.StreamExec: bridges.ServeExecStream,
-		browser.StreamKind: bridges.Handler(browser.ServeHelperStream),
+	handlers := map[string]bridges.Handler{bridges.StreamExec: bridges.ServeExecStream}
+	for kind, h := range browser.Surface.Streams {
+		handlers[kind] = bridges.Handler(h)
 	}
 	if err := bridges.RunHelper(ctx, os.Args[2:], handlers); err != nil {
 		fmt.Fprintf(os.Stderr, "porthole helper: %v\n", err)
