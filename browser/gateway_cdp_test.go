@@ -9,10 +9,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/porthole/porthole/api"
 	"github.com/porthole/porthole/internal/testenv"
@@ -287,4 +293,177 @@ type logWriterCDP struct{ t testing.TB }
 func (w logWriterCDP) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// checkGoroutinesCDP fails the test if goroutines started during it outlive its cleanups
+// (registered first, so it runs last).
+func checkGoroutinesCDP(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			t.Errorf("%d goroutines leaked:\n%s", n-before, buf[:runtime.Stack(buf, true)])
+		}
+	})
+}
+
+// TestCDPAutomationRoute: the raw CDP WebSocket of the cdp route (its handler behind a test
+// server): the connection is audited and listed by automating while open; while a person
+// holds control (cdpInputAllowed), Input.* from automation is answered with a CDP error naming
+// them and other calls go through; the view's own client is not filtered. Closing the last
+// client keeps the stream for the grace period, then closes it; Close leaks no goroutine.
+func TestCDPAutomationRoute(t *testing.T) {
+	checkGoroutinesCDP(t)
+	var opens atomic.Int32
+	open := inProcessHelper(t)
+	counting := func(ctx context.Context, a api.Agent) (net.Conn, error) { opens.Add(1); return open(ctx, a) }
+	var auditMu sync.Mutex
+	var audit []string
+	s := NewService(Config{Logger: cdpTestLogger(t), OnCall: func(_ api.Agent, v Viewer, action, detail string) {
+		auditMu.Lock()
+		audit = append(audit, v.ID+" "+action+" "+detail)
+		auditMu.Unlock()
+	}}, counting)
+	t.Cleanup(s.Close)
+	s.cdpGrace = 300 * time.Millisecond
+	var holder atomic.Value
+	holder.Store("")
+	s.cdpInputAllowed = func(agentID string) (bool, string) {
+		h := holder.Load().(string)
+		return h == "", h
+	}
+	agent := api.Agent{ID: "a1", OwnerID: "alice"}
+	tokenViewer := Viewer{ID: "token:t1", Name: "alice (agent token)", Token: "t1", Conn: 7}
+	up := websocket.Upgrader{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		v := tokenViewer
+		if r.URL.Query().Get("who") == "sharee" {
+			v = Viewer{ID: "bob", Name: "bob", Conn: 8, Mode: api.LevelDrive}
+		}
+		s.serveCDP(r.Context(), ws, agent, v)
+	}))
+	t.Cleanup(ts.Close)
+	wsURL := "ws" + strings.TrimPrefix(ts.URL, "http")
+
+	// A drive sharee who is not the owner: closed with 1008.
+	if ws, _, err := websocket.DefaultDialer.Dial(wsURL+"?who=sharee", nil); err == nil {
+		_, _, err := ws.ReadMessage()
+		if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) || !strings.Contains(err.Error(), "owner") {
+			t.Errorf("a sharee's cdp WebSocket: %v, want close 1008 naming the owner rule", err)
+		}
+		ws.Close()
+	}
+
+	ws, _, err := websocket.DefaultDialer.Dial(wsURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(id int, method, session string, params any) map[string]any {
+		t.Helper()
+		m := map[string]any{"id": id, "method": method, "params": params}
+		if session != "" {
+			m["sessionId"] = session
+		}
+		if err := ws.WriteJSON(m); err != nil {
+			t.Fatal(err)
+		}
+		ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for {
+			var r map[string]any
+			if err := ws.ReadJSON(&r); err != nil {
+				t.Fatalf("%s: %v", method, err)
+			}
+			if r["id"] == float64(id) {
+				return r
+			}
+		}
+	}
+	var tgt struct{ TargetID string }
+	r := call(1, "Target.createTarget", "", map[string]any{"url": "about:blank"})
+	b, _ := json.Marshal(r["result"])
+	json.Unmarshal(b, &tgt)
+	r = call(2, "Target.attachToTarget", "", map[string]any{"targetId": tgt.TargetID, "flatten": true})
+	sess, _ := r["result"].(map[string]any)["sessionId"].(string)
+	if sess == "" {
+		t.Fatalf("attach: %v", r)
+	}
+	if got := s.automating(agent.ID); len(got) != 1 || got[0].ID != tokenViewer.ID {
+		t.Errorf("automating = %+v, want the token's connection", got)
+	}
+	mouse := map[string]any{"type": "mouseMoved", "x": 10, "y": 10}
+	if r := call(3, "Input.dispatchMouseEvent", sess, mouse); r["error"] != nil {
+		t.Errorf("input while nobody holds control: %v", r)
+	}
+	holder.Store("Alice Person")
+	if r := call(4, "Input.dispatchMouseEvent", sess, mouse); !strings.Contains(fmt.Sprint(r["error"]), "Alice Person") {
+		t.Errorf("input while Alice holds control: %v, want an error naming her", r)
+	}
+	if r := call(5, "Runtime.evaluate", sess, map[string]any{"expression": "6*7", "returnByValue": true}); r["error"] != nil {
+		t.Errorf("a non-input call while Alice holds control: %v", r)
+	}
+	// The view's own client is not filtered.
+	vc, err := s.newClient(context.Background(), agent, "view")
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := newCDPTestConn(t, vc)
+	vs := view.openPage(t, "")
+	if _, err := view.try(vs, "Input.dispatchMouseEvent", mouse); err != nil {
+		t.Errorf("the view's input while Alice holds control: %v", err)
+	}
+	vc.Close()
+	ws.Close()
+
+	// automation.close audited, automating empty.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.automating(agent.ID)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := s.automating(agent.ID); len(got) != 0 {
+		t.Errorf("automating after close = %+v", got)
+	}
+	auditMu.Lock()
+	joined := strings.Join(audit, "\n")
+	auditMu.Unlock()
+	if !strings.Contains(joined, "token:t1 automation.open") || !strings.Contains(joined, "token:t1 automation.close") {
+		t.Errorf("audit:\n%s\nwant automation.open and automation.close by the token", joined)
+	}
+
+	// Grace: the stream stays (a new client within the grace reuses it), then closes.
+	c2, err := s.newClient(context.Background(), agent, "view")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Close()
+	if n := opens.Load(); n != 1 {
+		t.Errorf("%d helper streams opened, want 1 (reused within the grace period)", n)
+	}
+	time.Sleep(s.cdpGrace + 500*time.Millisecond)
+	s.cdpMu.Lock()
+	left := len(s.cdpAgents)
+	s.cdpMu.Unlock()
+	if left != 0 {
+		t.Errorf("the agent's stream is still open after the grace period")
+	}
+	c3, err := s.newClient(context.Background(), agent, "view")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c3c := newCDPTestConn(t, c3)
+	if got := c3c.eval(t, c3c.openPage(t, ""), "1+1"); got != "2" {
+		t.Errorf("on the new stream 1+1 = %q", got)
+	}
+	if n := opens.Load(); n != 2 {
+		t.Errorf("%d helper streams opened, want 2 (a new one after the grace period)", n)
+	}
+	s.CloseAgent(agent.ID)
 }
