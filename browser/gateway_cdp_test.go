@@ -11,6 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -32,7 +35,8 @@ type cdpTestConn struct {
 	nextID  int
 	calls   map[int]chan json.RawMessage
 	events  []tcdpEvent
-	foreign []string // replies to ids this client never sent
+	foreign []string // replies to ids this client never sent, messages of sessions it never attached
+	owned   map[string]bool
 	err     error
 	done    chan struct{}
 }
@@ -44,7 +48,7 @@ type tcdpEvent struct {
 }
 
 func newCDPTestConn(t testing.TB, c cdpClient) *cdpTestConn {
-	tc := &cdpTestConn{c: c, calls: map[int]chan json.RawMessage{}, done: make(chan struct{})}
+	tc := &cdpTestConn{c: c, calls: map[int]chan json.RawMessage{}, owned: map[string]bool{}, done: make(chan struct{})}
 	go func() { // owner: the test; ends when the client is closed (cleanup)
 		defer close(tc.done)
 		for {
@@ -68,6 +72,20 @@ func newCDPTestConn(t testing.TB, c cdpClient) *cdpTestConn {
 				continue
 			}
 			tc.mu.Lock()
+			// Sessions this client attached (a reply's or an attachedToTarget's sessionId).
+			var sess struct {
+				Result struct{ SessionID string } `json:"result"`
+				Params struct{ SessionID string } `json:"params"`
+			}
+			json.Unmarshal(b, &sess)
+			for _, id := range []string{sess.Result.SessionID, sess.Params.SessionID} {
+				if id != "" && (m.ID != nil || m.Method == "Target.attachedToTarget") {
+					tc.owned[id] = true
+				}
+			}
+			if m.SessionID != "" && !tc.owned[m.SessionID] {
+				tc.foreign = append(tc.foreign, string(b))
+			}
 			if m.ID != nil {
 				if ch, ok := tc.calls[*m.ID]; ok {
 					delete(tc.calls, *m.ID)
@@ -466,4 +484,59 @@ func TestCDPAutomationRoute(t *testing.T) {
 		t.Errorf("%d helper streams opened, want 2 (a new one after the grace period)", n)
 	}
 	s.CloseAgent(agent.ID)
+}
+
+// TestCDPHeadedOnDesktopAndLentProfile: with the agent's desktop display up, Chromium starts
+// headed on it (its user agent is not HeadlessChrome); with a lent profile mounted, that is
+// the user data dir (a cookie set lands in its files, not in the agent's own profile).
+func TestCDPHeadedOnDesktopAndLentProfile(t *testing.T) {
+	xvfb := testenv.LookPath(t, "Xvfb")
+	open := inProcessHelper(t)
+	const disp = 97
+	sock := fmt.Sprintf("/tmp/.X11-unix/X%d", disp)
+	x := exec.Command(xvfb, fmt.Sprintf(":%d", disp), "-nolisten", "tcp", "-noreset", "-screen", "0", "1280x800x24")
+	if err := x.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Process.Kill(); x.Wait() })
+	for i := 0; ; i++ {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		if i > 200 {
+			t.Fatal("Xvfb did not start")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	agentX11Socket, agentDisplay = sock, fmt.Sprintf(":%d", disp)
+	lent := filepath.Join(t.TempDir(), "lent-profile")
+	os.Mkdir(lent, 0o700)
+	lentProfileDir = lent
+	t.Cleanup(func() { agentDisplay, lentProfileDir = ":0", LentProfileDir })
+
+	s := NewService(Config{Logger: cdpTestLogger(t)}, open)
+	t.Cleanup(s.Close)
+	c, err := s.newClient(context.Background(), api.Agent{ID: "h1"}, "view")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := newCDPTestConn(t, c)
+	var ver struct{ Product, UserAgent string }
+	json.Unmarshal(tc.call(t, "", "Browser.getVersion", nil), &ver)
+	if strings.Contains(ver.UserAgent, "Headless") || strings.Contains(ver.Product, "Headless") {
+		t.Errorf("with the desktop up the browser is headless: %+v", ver)
+	}
+	tc.call(t, "", "Storage.setCookies", map[string]any{"cookies": []map[string]any{{
+		"name": "lent", "value": "from-the-lent-profile", "domain": "lent.test", "path": "/",
+		"expires": float64(time.Now().Add(time.Hour).Unix()),
+	}}})
+	c.Close()
+	s.Close() // the stream closes; the helper session (and Chromium) ends at cleanup
+	if _, err := os.Stat(filepath.Join(lent, "Local State")); err != nil {
+		t.Errorf("the lent profile was not used: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(os.Getenv("HOME"), ProfileSubdir)); err == nil {
+		t.Errorf("the agent's own profile was created although a profile was lent")
+	}
 }

@@ -59,10 +59,15 @@ const (
 	browserLogDir = "/tmp/porthole-browser"
 )
 
-// agentX11Socket is the agent desktop's display socket (desktop.DisplayName :0): when it
-// exists Chromium starts headed on it, so the desktop shows it too (a var for tests that run
-// the helper on a host, whose display is not the agent's).
-var agentX11Socket = "/tmp/.X11-unix/X0"
+// The agent desktop's display (desktop.DisplayName, sandboxproc.AgentDisplay) and its socket:
+// when the socket exists as Chromium starts, Chromium starts headed on it, so the desktop
+// shows it too (a desktop started later shows it from the browser's next start). Vars for
+// tests that run the helper on a host, whose display is not the agent's; lentProfileDir too.
+var (
+	agentDisplay   = sandboxproc.AgentDisplay
+	agentX11Socket = "/tmp/.X11-unix/X0"
+	lentProfileDir = LentProfileDir
+)
 
 // ErrNoBrowser is wrapped when Chromium cannot be started in the sandbox.
 var ErrNoBrowser = errors.New("the browser could not start")
@@ -151,8 +156,8 @@ type chrome struct {
 
 // profileDir is the user data dir: the lent profile when one is mounted, else the agent's own.
 func profileDir() string {
-	if fi, err := os.Stat(LentProfileDir); err == nil && fi.IsDir() {
-		return LentProfileDir
+	if fi, err := os.Stat(lentProfileDir); err == nil && fi.IsDir() {
+		return lentProfileDir
 	}
 	home := os.Getenv("HOME")
 	if home == "" {
@@ -250,7 +255,7 @@ func startChrome(ctx context.Context, log *slog.Logger) (*chrome, error) {
 	env := sandboxproc.Env()
 	if fi, err := os.Stat(agentX11Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		headed = true
-		env = sandboxproc.Env("DISPLAY=:0")
+		env = sandboxproc.Env("DISPLAY=" + agentDisplay)
 	}
 	toR, toW, err := os.Pipe()
 	if err != nil {

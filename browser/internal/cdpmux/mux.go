@@ -686,7 +686,10 @@ func (c *Client) Send(ctx context.Context, b []byte) error {
 		sid = c.root
 	} else if _, ok := c.sessions[sid]; !ok {
 		m.mu.Unlock()
-		return answer(nil, cdpError(-32001, "Session with given id not found."))
+		// As Chromium answers a call to a session it does not know: at the root, so that the
+		// reply names no session the client does not own.
+		c.push(encode(x.ID, "", "", nil, nil, cdpError(-32001, "Session with given id not found.")))
+		return nil
 	}
 	if c.inFlight >= m.cfg.MaxPending {
 		m.mu.Unlock()
