@@ -42,7 +42,7 @@ type cdpClient interface {
 // (Chromium inside the sandbox) and the gateway half.
 var Surface = surface.Description{
 	Name:    api.SurfaceBrowser,
-	Streams: map[string]surface.Handler{StreamKind: ServeHelperStream},
+	Streams: map[string]surface.Handler{StreamKind: ServeHelperStream, FilesStreamKind: ServeFilesStream},
 	Gateway: NewGateway,
 }
 
@@ -85,9 +85,13 @@ func NewGateway(env surface.Env) (surface.Gateway, error) {
 	if env.Audit != nil {
 		cfg.OnCall = func(agent api.Agent, v Viewer, action, detail string) { env.Audit(agent, v, action, detail) }
 	}
-	return NewService(cfg, func(ctx context.Context, agent api.Agent) (net.Conn, error) {
+	s := NewService(cfg, func(ctx context.Context, agent api.Agent) (net.Conn, error) {
 		return env.Open(ctx, agent, StreamKind)
-	}), nil
+	})
+	s.openFiles = func(ctx context.Context, agent api.Agent) (net.Conn, error) {
+		return env.Open(ctx, agent, FilesStreamKind)
+	}
+	return s, nil
 }
 
 // Serve runs one viewer's live view (view.go).

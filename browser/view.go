@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ type viewState struct {
 	// agent, "view") by default; tests give a client of a local Chromium.
 	viewClient func(ctx context.Context, agent api.Agent) (cdpClient, error)
 	viewGrace  time.Duration
+	// openFiles opens the agent's files stream (FilesStreamKind: uploads, downloads); set by
+	// NewGateway, nil = no file transfer.
+	openFiles func(ctx context.Context, agent api.Agent) (net.Conn, error)
 }
 
 func (s *Service) initView() {
@@ -165,7 +169,10 @@ func (s *Service) viewPersonHolds(agentID string) (name string, held bool) {
 	return h.holder.v.Name, true
 }
 
-func (s *Service) viewRoutes() []surface.Route { return nil }
+// viewRoutes: GET download?id= sends a finished download to the viewer's device (drive).
+func (s *Service) viewRoutes() []surface.Route {
+	return []surface.Route{{Method: "GET", Path: "download", Level: api.LevelDrive, HTTP: s.serveDownload}}
+}
 
 // closeViewAgent ends the agent's live view and every viewer of it.
 func (s *Service) closeViewAgent(agentID string) {
@@ -257,6 +264,9 @@ func (s *Service) serveView(ctx context.Context, ws *websocket.Conn, agent api.A
 	}
 	if ctx.Err() == nil {
 		cancel(readErr)
+	}
+	if sess.up != nil {
+		sess.up.abort() // an upload the viewer left half-way
 	}
 	<-writerDone
 	sess.log.Debug("browser viewer disconnected", "cause", context.Cause(ctx))

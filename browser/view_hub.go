@@ -209,8 +209,13 @@ func (h *viewHub) setup() error {
 	if err := h.cdp.call(ctx, "", "Target.setDiscoverTargets", map[string]any{"discover": true}, nil); err != nil {
 		return fmt.Errorf("%w: %v", errBrowserGone, err)
 	}
+	dir, err := h.downloadsDir(ctx)
+	if err != nil {
+		h.log.Debug("browser downloads folder", "err", err)
+		dir = downloadsDir
+	}
 	if err := h.cdp.call(ctx, "", "Browser.setDownloadBehavior", map[string]any{
-		"behavior": "allow", "downloadPath": downloadsDir, "eventsEnabled": true}, nil); err != nil {
+		"behavior": "allow", "downloadPath": dir, "eventsEnabled": true}, nil); err != nil {
 		h.log.Warn("browser downloads not enabled", "err", err)
 	}
 	h.mu.Lock()

@@ -4,12 +4,16 @@ package browser
 
 import (
 	"bytes"
+	"context"
 	"image/jpeg"
+	"net"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/bridges"
 	"github.com/porthole/porthole/internal/testenv"
 )
 
@@ -19,17 +23,27 @@ import (
 
 func TestViewInJail(t *testing.T) {
 	m := newBrowserManager(t, "")
-	testViewSandbox(t, browserService(t, m), jailAgentB("bview", "owner", api.NetworkNone))
+	testViewSandbox(t, viewService(t, m), jailAgentB("bview", "owner", api.NetworkNone))
 }
 
 func TestViewInContainer(t *testing.T) {
 	engine := testenv.Getenv(t, "PORTHOLE_TEST_ENGINE")
 	m := newBrowserManager(t, engine)
-	testViewSandbox(t, browserService(t, m), containerAgentB("bviewc", "owner"))
+	testViewSandbox(t, viewService(t, m), containerAgentB("bviewc", "owner"))
 }
 
-const clickPage = `<title>Porthole test page</title><style>body{margin:0}button{position:absolute;left:0;top:0;width:300px;height:200px}</style>` +
-	`<button onclick="document.title='clicked '+(window.n=(window.n||0)+1)">click me</button>`
+// viewService is browserService with the files stream (uploads, downloads) wired as
+// NewGateway wires it.
+func viewService(t *testing.T, m *bridges.Manager) *Service {
+	s := browserService(t, m)
+	s.openFiles = func(ctx context.Context, a api.Agent) (net.Conn, error) { return m.Open(ctx, a, FilesStreamKind) }
+	return s
+}
+
+const clickPage = `<title>Porthole test page</title><style>body{margin:0}button,input,a{position:absolute;left:0;width:300px;height:80px;display:block}</style>` +
+	`<button style="top:0;height:200px" onclick="document.title='clicked '+(window.n=(window.n||0)+1)">click me</button>` +
+	`<input type=file style="top:250px" onchange="const f=this.files[0]; f.text().then(t => document.title='file:'+f.name+':'+t)">` +
+	`<a style="top:350px" download="fromjail.txt" href="data:text/plain,made%20in%20the%20sandbox">download</a>`
 
 func testViewSandbox(t *testing.T, s *Service, agent api.Agent) {
 	base := viewServerFor(t, s, agent)
@@ -68,4 +82,29 @@ func testViewSandbox(t *testing.T, s *Service, agent api.Agent) {
 	owner.clickAt(100, 100)
 	owner.wait(20*time.Second, "the page to record the driver's click", owner.tabTitle("clicked 1"))
 	bob.wait(20*time.Second, "the watcher to see the click", bob.tabTitle("clicked 1"))
+
+	// An upload into the sandbox through the file chooser, and a download back out.
+	owner.clickAt(100, 290)
+	owner.wait(10*time.Second, "the file chooser", func() bool { c, _ := owner.last[OpFileChooser].(FileChooser); return c.Open })
+	owner.send(FileBegin{Name: "up.txt", Size: 2})
+	owner.send(FileData{Data: []byte("hi")})
+	owner.send(FileDone{})
+	owner.wait(20*time.Second, "the page read the upload", owner.tabTitle("file:up.txt:hi"))
+	owner.clickAt(100, 390)
+	var id string
+	owner.wait(20*time.Second, "a finished download", func() bool {
+		ds, _ := owner.last[OpDownloads].(Downloads)
+		for _, d := range ds.Downloads {
+			if d.Name == "fromjail.txt" && d.State == DownloadCompleted {
+				id = d.ID
+				return true
+			}
+		}
+		return false
+	})
+	rec := httptest.NewRecorder()
+	s.serveDownload(rec, httptest.NewRequest("GET", "/x?id="+id, nil), agent, Viewer{ID: "owner", Mode: api.LevelDrive})
+	if body := rec.Body.String(); rec.Code != 200 || body != "made in the sandbox" {
+		t.Errorf("download from the sandbox: %d %q", rec.Code, body)
+	}
 }
