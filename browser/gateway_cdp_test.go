@@ -283,6 +283,19 @@ func TestCDPInProcess(t *testing.T) {
 	wg.Wait()
 	png := t1.screenshot(t, s1)
 	t.Logf("screenshot: %d bytes", len(png))
+	// A large reply: a full-page screenshot of a tall, noisy page (megabytes of base64).
+	t1.navigate(t, s1, `data:text/html,<body style="margin:0"><canvas id=c width=1600 height=2000></canvas><script>
+		const c = document.getElementById('c').getContext('2d'), d = c.createImageData(1600, 2000);
+		let x = 2463534242;
+		for (let i = 0; i < d.data.length; i++) { x ^= x << 13; x ^= x >>> 17; x ^= x << 5; d.data[i] = i % 4 == 3 ? 255 : x & 255; }
+		c.putImageData(d, 0, 0);</script>`)
+	start := time.Now()
+	var big struct{ Data string }
+	json.Unmarshal(t1.call(t, s1, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true}), &big)
+	if len(big.Data) < 4<<20 {
+		t.Errorf("full-page screenshot: %d bytes of base64, want a large one (> 4 MiB)", len(big.Data))
+	}
+	t.Logf("full-page screenshot: %.1f MB of base64 in %v", float64(len(big.Data))/1e6, time.Since(start).Round(time.Millisecond))
 	// c2 may not use c1's session.
 	if _, err := t2.try(s1, "Runtime.evaluate", map[string]any{"expression": "1"}); err == nil || !strings.Contains(err.Error(), "Session with given id not found") {
 		t.Errorf("client 2 on client 1's session: %v, want 'Session with given id not found'", err)
