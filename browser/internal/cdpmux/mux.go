@@ -21,6 +21,7 @@
 //     sessions are dropped.
 //   - A slow client never blocks the others: each has a bounded queue (messages and bytes);
 //     a client that overflows it is closed with ErrSlowClient.
+//   - At most Config.MaxClients clients share one browser.
 //   - Browser.close from a client is answered locally (the browser is shared); Browser.crash
 //     is refused.
 package cdpmux
@@ -54,6 +55,8 @@ const (
 	// not yet received (at least one message always fits, whatever its size).
 	DefaultQueueMessages = 4096
 	DefaultQueueBytes    = 128 << 20
+	// DefaultMaxClients on one browser (each is a browser session in Chromium).
+	DefaultMaxClients = 64
 	// writeQueue is how many messages wait for the browser connection's writer.
 	writeQueue = 256
 	// attachTimeout bounds NewClient's wait for the browser session.
@@ -69,6 +72,8 @@ var (
 	ErrSlowClient = errors.New("cdp client too slow: its queue of replies and events overflowed, so it was disconnected")
 	// ErrBrowserGone: the connection to the browser ended.
 	ErrBrowserGone = errors.New("the browser connection ended")
+	// ErrTooManyClients: the browser has Config.MaxClients clients already.
+	ErrTooManyClients = errors.New("too many CDP clients on this browser")
 	// ErrBadMessage: a client sent something that is not a CDP call.
 	ErrBadMessage = errors.New("not a CDP call: want a JSON object with an integer \"id\" and a \"method\"")
 )
@@ -76,6 +81,7 @@ var (
 // Config tunes a Mux; zero values take the defaults.
 type Config struct {
 	MaxMessage    int
+	MaxClients    int
 	MaxPending    int
 	MaxSessions   int
 	QueueMessages int
@@ -123,6 +129,9 @@ func New(conn io.ReadWriteCloser, cfg Config) *Mux {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
 	}
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = DefaultMaxClients
+	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
@@ -167,8 +176,28 @@ func (m *Mux) Clients() int {
 	return len(m.clients)
 }
 
-// Close ends the mux, every client and the connection, and waits for its goroutines.
+// Close ends the mux, every client and the connection, and waits for its goroutines. The
+// open clients' browser sessions are detached first (briefly waited for), so that a browser
+// that outlives the connection sends nothing for them to the next one.
 func (m *Mux) Close() error {
+	m.mu.Lock()
+	var roots []string
+	if m.err == nil {
+		for c := range m.clients {
+			roots = append(roots, c.root)
+		}
+	}
+	m.mu.Unlock()
+	if len(roots) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		for _, sid := range roots {
+			m.call(ctx, "Target.detachFromTarget", "", map[string]string{"sessionId": sid}, false)
+		}
+		for len(m.out) > 0 && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}
 	m.fail(ErrClosed)
 	m.wg.Wait()
 	return nil
@@ -578,6 +607,12 @@ type Client struct {
 // NewClient opens a client named name (for logs); filter, if set, may refuse a call by
 // method (the error's text goes back to the client as a CDP error; the call is not sent).
 func (m *Mux) NewClient(ctx context.Context, name string, filter func(method string) error) (*Client, error) {
+	m.mu.Lock()
+	n := len(m.clients)
+	m.mu.Unlock()
+	if n >= m.cfg.MaxClients {
+		return nil, fmt.Errorf("%w (%d): close one first", ErrTooManyClients, m.cfg.MaxClients)
+	}
 	c := &Client{m: m, name: name, filter: filter, sessions: map[string]struct{}{},
 		notify: make(chan struct{}, 1), closed: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(ctx, attachTimeout)

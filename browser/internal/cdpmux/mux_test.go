@@ -379,3 +379,27 @@ func TestFilterAndIdle(t *testing.T) {
 		t.Error("OnIdle not called after the last client closed")
 	}
 }
+
+// TestMaxClientsAndCloseDetaches: beyond MaxClients NewClient fails; Close detaches the open
+// clients' browser sessions before it closes the connection.
+func TestMaxClientsAndCloseDetaches(t *testing.T) {
+	checkGoroutines(t)
+	m, f := newFake(t, Config{MaxClients: 2})
+	newC(t, m, "a")
+	newC(t, m, "b")
+	if _, err := m.NewClient(context.Background(), "c", nil); !errors.Is(err, ErrTooManyClients) {
+		t.Errorf("a third client: %v, want ErrTooManyClients", err)
+	}
+	m.Close()
+	got := map[any]bool{}
+	for range 2 {
+		d := f.next1(t)
+		if d["method"] != "Target.detachFromTarget" {
+			t.Fatalf("on Close the browser got %v", d)
+		}
+		got[d["params"].(map[string]any)["sessionId"]] = true
+	}
+	if !got["BROWSER-1"] || !got["BROWSER-2"] {
+		t.Errorf("detached %v, want both clients' browser sessions", got)
+	}
+}
