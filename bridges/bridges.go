@@ -72,6 +72,12 @@ type Config struct {
 	// is called with the Manager's locks held, in order per agent: it must not block or call
 	// back into the Manager.
 	OnState func(agentID string, st HelperState)
+
+	// BrowserProfile, if set, says which person's browser profile is lent to an agent (its id;
+	// "" = none, the browser uses the agent's own profile). It is asked each time the agent's
+	// helper starts; the profile's directory, ProfileDir(DataDir, id), is then bound read-write
+	// at ProfileMountPath in the sandbox (profile.go). An error fails the start.
+	BrowserProfile func(ctx context.Context, agentID string) (string, error)
 }
 
 // Helper states reported through Config.OnState.
@@ -117,9 +123,10 @@ type Manager struct {
 	container *containerLauncher
 	disk      *homeDisk
 
-	mu     sync.Mutex
-	slots  map[string]*slot
-	closed bool
+	mu       sync.Mutex
+	slots    map[string]*slot
+	profiles map[string]*profileHold // lent browser profiles in running sandboxes, by profile id (profile.go)
+	closed   bool
 
 	probeMu  sync.Mutex // serialises probes; guards probed, probedAt
 	probed   []ProbeResult
@@ -196,6 +203,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		instance:  cfg.Instance,
 		launchers: map[string]Launcher{},
 		slots:     map[string]*slot{},
+		profiles:  map[string]*profileHold{},
 	}
 	var cg *cgroups
 	var cg2 *cgroup2
@@ -363,10 +371,18 @@ func (m *Manager) Conn(ctx context.Context, agent api.Agent) (*Conn, error) {
 	if err := m.disk.prepare(agent.ID, spec.Home, spec.Limits.DiskMiB); err != nil {
 		return nil, fmt.Errorf("agent %s: home: %w", agent.ID, err)
 	}
+	hold, err := m.claimProfile(ctx, agent.ID, b.Type)
+	if err != nil {
+		return nil, err
+	}
+	if hold != nil {
+		spec.BrowserProfile = hold.dir
+	}
 	s.backend = b.Type
 	m.report(agent.ID, HelperState{State: HelperStarting})
-	c, err := m.start(ctx, l, spec)
+	c, err := m.start(ctx, l, spec, hold)
 	if err != nil {
+		m.releaseProfile(hold)
 		m.report(agent.ID, HelperState{State: HelperStopped, Err: err})
 		return nil, err
 	}
@@ -384,8 +400,9 @@ func (m *Manager) report(agentID string, st HelperState) {
 	}
 }
 
-// start launches a helper and performs the version handshake.
-func (m *Manager) start(ctx context.Context, l Launcher, spec AgentSpec) (*Conn, error) {
+// start launches a helper and performs the version handshake; hold is the lent browser profile
+// in spec (nil = none), released when the helper's sandbox is gone.
+func (m *Manager) start(ctx context.Context, l Launcher, spec AgentSpec, hold *profileHold) (*Conn, error) {
 	logger := m.logger.With("agent", spec.ID, "backend", spec.Backend.Type)
 	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -427,6 +444,7 @@ func (m *Manager) start(ctx context.Context, l Launcher, spec AgentSpec) (*Conn,
 		logger:  logger.With("helper", p.Desc),
 		Hello:   hello,
 	}
+	m.holdProfile(hold, c)
 	c.idle = time.AfterFunc(m.cfg.IdleTimeout, c.idleCheck)
 	go c.watch() // owner: the Conn; exits when the helper or its session ends
 	if m.disk.mode == DiskCheck {
@@ -630,6 +648,7 @@ type Conn struct {
 	sess    *yamux.Session
 	proc    *Process
 	logger  *slog.Logger
+	profile *profileHold // the lent browser profile mounted in its sandbox (nil = none)
 	// Hello is what the helper said in the handshake (its pid inside the sandbox, its rlimits).
 	Hello Hello
 
@@ -815,6 +834,7 @@ func (c *Conn) watch() {
 		cancel()
 	}
 	c.err = fmt.Errorf("agent %s: %w: %w", c.agentID, ErrHelperGone, cause)
+	c.m.releaseProfile(c.profile) // its sandbox is gone: the profile is mounted nowhere now
 	c.mu.Lock()
 	st := HelperState{State: HelperStopped}
 	if crashed {

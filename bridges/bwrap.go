@@ -56,6 +56,9 @@ type bwrapSpec struct {
 	UsrLinks   map[string]bool // for /bin /sbin /lib /lib64: true = symlink into /usr (merged-usr host); false = ro-bind the dir
 	HelperArgs []string        // extra flags for `porthole helper` (rlimits)
 	MemoryMiB  int64           // the agent's memory limit: sizes the jail's tmpfs mounts (0 = default)
+	// BrowserProfile is the host path of a person's browser profile lent to the agent, bound
+	// read-write at ProfileMountPath ("" = none; profile.go).
+	BrowserProfile string
 	// File descriptors (in the bwrap process) carrying generated files.
 	PasswdFD, GroupFD, HostsFD, NsswitchFD int
 	// Network "full" only: the generated resolv.conf, bwrap's --info-fd (the jail's pid for the
@@ -119,6 +122,12 @@ func bwrapArgs(s bwrapSpec) []string {
 	a = append(a,
 		"--bind", s.Home, jailHome, // bwrap binds are nosuid,nodev
 		"--ro-bind", s.Helper, HelperPathInJail,
+	)
+	if s.BrowserProfile != "" {
+		// Under the jail's own /run tmpfs; nosuid,nodev like every bwrap bind.
+		a = append(a, "--bind", s.BrowserProfile, ProfileMountPath)
+	}
+	a = append(a,
 		// The root is bwrap's unsized tmpfs (holding /etc, /opt, …): read-only once set up.
 		"--remount-ro", "/",
 		"--chdir", jailHome,
@@ -282,6 +291,13 @@ func (l *bwrapLauncher) Launch(ctx context.Context, spec AgentSpec) (*Process, e
 		files = jn.add(&bs, files)
 	}
 	bs.MemoryMiB = spec.Limits.MemoryMiB
+	if spec.BrowserProfile != "" {
+		// The jail's uid 1000 is the gateway's own uid on the host (root or not).
+		if err := prepareProfile(spec.BrowserProfile, os.Geteuid(), os.Getegid()); err != nil {
+			return nil, fmt.Errorf("bwrap: %w", err)
+		}
+		bs.BrowserProfile = spec.BrowserProfile
+	}
 	var argv []string
 	cgFD := -1
 	if l.cg2 != nil {

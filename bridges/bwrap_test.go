@@ -29,6 +29,7 @@ func TestBwrapArgsGolden(t *testing.T) {
 		{"network_full", func(s *bwrapSpec) { s.Network, s.ResolvFD, s.InfoFD, s.BlockFD = api.NetworkFull, 7, 8, 9 }},
 		{"rlimits", func(s *bwrapSpec) { s.HelperArgs = []string{"--rlimit-nproc", "512", "--rlimit-data", "2147483648"} }},
 		{"split_usr", func(s *bwrapSpec) { s.UsrLinks = split }},
+		{"browser_profile", func(s *bwrapSpec) { s.BrowserProfile = "/var/lib/porthole/profiles/p1" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

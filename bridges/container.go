@@ -332,8 +332,13 @@ func (l *containerLauncher) specLabel(spec AgentSpec, image, user string) string
 		// Its own network: a container of an older gateway on the shared bridge is replaced.
 		net += "(own " + l.netSpec() + ")"
 	}
-	return fmt.Sprintf("image=%s net=%s pids=%d mem=%d cpu=%d home=%s helper=%s user=%s",
+	label := fmt.Sprintf("image=%s net=%s pids=%d mem=%d cpu=%d home=%s helper=%s user=%s",
 		image, net, spec.Limits.Pids, spec.Limits.MemoryMiB, spec.Limits.CPUPct, spec.Home, l.helper, user)
+	if spec.BrowserProfile != "" {
+		// A container gets its mounts when created: another (or no) profile replaces it.
+		label += " profile=" + spec.BrowserProfile
+	}
+	return label
 }
 
 // containerNproc is the RLIMIT_NPROC of a container's processes. The agent runs as a non-root uid
@@ -461,6 +466,9 @@ func (l *containerLauncher) ensureAs(ctx context.Context, cli *client.Client, sp
 			},
 		},
 	}
+	if spec.BrowserProfile != "" {
+		hc.Binds = append(hc.Binds, spec.BrowserProfile+":"+ProfileMountPath+":rw")
+	}
 	cfg := &container.Config{
 		Image:      image,
 		Hostname:   "porthole-agent",
@@ -506,6 +514,16 @@ func (l *containerLauncher) Launch(ctx context.Context, spec AgentSpec) (*Proces
 	user, err := agentUser(spec.Home)
 	if err != nil {
 		return nil, err
+	}
+	if spec.BrowserProfile != "" {
+		// The profile belongs to the uid the container's processes run as, like the home.
+		uid, gid, err := parseUser(user)
+		if err == nil {
+			err = prepareProfile(spec.BrowserProfile, uid, gid)
+		}
+		if err != nil {
+			return nil, unavailable(api.BackendContainer, "%v", err)
+		}
 	}
 	id, err := l.ensureAs(ctx, cli, spec, user)
 	if err != nil {

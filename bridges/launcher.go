@@ -46,6 +46,9 @@ type AgentSpec struct {
 	Home    string // host path of the agent's home (created 0700 by the Manager)
 	Backend api.Backend
 	Limits  api.Limits // resolved: zero fields replaced by the server's defaults
+	// BrowserProfile is the host directory of a person's browser profile lent to the agent,
+	// bound read-write at ProfileMountPath ("" = none; profile.go).
+	BrowserProfile string
 }
 
 // Process is one launched helper: the pipe carrying its session and how to end it.

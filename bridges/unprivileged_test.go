@@ -16,7 +16,7 @@ import (
 // exec, lifecycle, fail-closed and surface tests, container cases included: the child reaches the
 // test engine through the group that owns its socket (build/scripts/services.sh), as a
 // deployment's gateway user would.
-const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller|TestJailTmpfsBounded|TestHomeDiskLimit|TestHomeNosuid|TestNetworkHostSocketsUnreachable|TestNetworkFullOutbound|TestNetworkAgentsIsolated|TestNetworkContainerOwnNetwork|TestNetworkContainerNetworksNotLeaked|TestNetworkStackLifecycle|TestNetworkStackFailsClosed|TestNetworkCrossBackendIsolated|TestJailHardening|TestHelperSurvivesForkBomb)$`
+const unprivilegedRun = `^(TestIsolationMap|TestExec|TestLifecycle|TestFailClosed|TestSurfacesRunInside|TestRlimitsInForce|TestForgetPurge|TestPTYInsideSandbox|TestJailAccounts|TestIdleStopRacesNoCaller|TestJailTmpfsBounded|TestHomeDiskLimit|TestHomeNosuid|TestNetworkHostSocketsUnreachable|TestNetworkFullOutbound|TestNetworkAgentsIsolated|TestNetworkContainerOwnNetwork|TestNetworkContainerNetworksNotLeaked|TestNetworkStackLifecycle|TestNetworkStackFailsClosed|TestNetworkCrossBackendIsolated|TestJailHardening|TestHelperSurvivesForkBomb|TestBrowserProfileMount|TestBrowserProfileEscape)$`
 
 // unprivilegedChildEnv marks the re-run as the unprivileged user.
 const unprivilegedChildEnv = "PORTHOLE_TEST_UNPRIVILEGED_CHILD"
