@@ -41,6 +41,11 @@ type cdpState struct {
 	// always allowed.
 	cdpInputAllowed func(agentID string) (ok bool, holder string)
 
+	// cdpAutomationChanged, if set by the live view before any client connects, is called
+	// (without locks held) after an automation connection of agentID opened or closed: the
+	// view then reads automating(agentID) for its "agent automating" indicator.
+	cdpAutomationChanged func(agentID string)
+
 	// autoMu guards automation: the open automation connections (cdproute.go) by agent and
 	// connection id, for automating.
 	autoMu     sync.Mutex

@@ -211,20 +211,26 @@ func (s *Service) cdpAudit(agent api.Agent, v Viewer, action, detail string) {
 
 func (s *Service) addAutomation(agentID string, v Viewer) {
 	s.autoMu.Lock()
-	defer s.autoMu.Unlock()
 	m := s.automation[agentID]
 	if m == nil {
 		m = map[uint64]Viewer{}
 		s.automation[agentID] = m
 	}
 	m[v.Conn] = v
+	s.autoMu.Unlock()
+	if s.cdpAutomationChanged != nil {
+		s.cdpAutomationChanged(agentID)
+	}
 }
 
 func (s *Service) removeAutomation(agentID string, v Viewer) {
 	s.autoMu.Lock()
-	defer s.autoMu.Unlock()
 	delete(s.automation[agentID], v.Conn)
 	if len(s.automation[agentID]) == 0 {
 		delete(s.automation, agentID)
+	}
+	s.autoMu.Unlock()
+	if s.cdpAutomationChanged != nil {
+		s.cdpAutomationChanged(agentID)
 	}
 }

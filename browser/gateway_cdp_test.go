@@ -367,6 +367,8 @@ func TestCDPAutomationRoute(t *testing.T) {
 		h := holder.Load().(string)
 		return h == "", h
 	}
+	var changes atomic.Int32
+	s.cdpAutomationChanged = func(agentID string) { changes.Add(1) }
 	agent := api.Agent{ID: "a1", OwnerID: "alice"}
 	tokenViewer := Viewer{ID: "token:t1", Name: "alice (agent token)", Token: "t1", Conn: 7}
 	up := websocket.Upgrader{}
@@ -461,6 +463,9 @@ func TestCDPAutomationRoute(t *testing.T) {
 	}
 	if got := s.automating(agent.ID); len(got) != 0 {
 		t.Errorf("automating after close = %+v", got)
+	}
+	if n := changes.Load(); n != 2 {
+		t.Errorf("cdpAutomationChanged called %d times, want 2 (open, close)", n)
 	}
 	auditMu.Lock()
 	joined := strings.Join(audit, "\n")
