@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -307,4 +308,72 @@ func dialCode(t *testing.T, url string, h http.Header) int {
 		t.Fatalf("dial %s: %v", url, err)
 	}
 	return resp.StatusCode
+}
+
+// TestBrowserHeadedOnAgentDesktop: when the agent's desktop runs, its browser starts headed on
+// that display: a page the agent's automation opens (chromedp on the cdp route, the agent's
+// token) is not headless and appears in the desktop's screenshot.
+func TestBrowserHeadedOnAgentDesktop(t *testing.T) {
+	testenv.LookPath(t, "Xvfb")
+	g := startBrowserGateway(t)
+	agent := g.createAgent(t, "e2e-headed")
+	var tok api.Token
+	g.call(t, "POST", "/api/agents/"+agent.ID+"/tokens", nil, http.StatusCreated, &tok)
+
+	// The owner opens the desktop: the agent's display starts.
+	u, _ := url.Parse(g.URL)
+	hdr := http.Header{"Origin": {g.URL}}
+	for _, ck := range g.client.Jar.Cookies(u) {
+		hdr.Add("Cookie", ck.Name+"="+ck.Value)
+	}
+	dws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(g.URL, "http")+"/api/agents/"+agent.ID+"/desktop", hdr)
+	if err != nil {
+		t.Fatalf("dial the desktop: %v", err)
+	}
+	defer dws.Close()
+	go func() { // owner: the test; drains the desktop's frames until the socket closes
+		for {
+			if _, _, err := dws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var res api.ExecResult
+		g.call(t, "POST", "/api/agents/"+agent.ID+"/exec", sh("test -S /tmp/.X11-unix/X0 && echo up"), http.StatusOK, &res)
+		if strings.Contains(res.Stdout, "up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's display did not come up")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	wsURL := "ws" + strings.TrimPrefix(g.URL, "http") + "/api/agents/" + agent.ID + "/browser/cdp"
+	actx, acancel := remote.NewAllocator(context.Background(), wsURL, remote.NoModifyURL,
+		remote.WithDialHTTPHeader(http.Header{"Authorization": {"Bearer " + tok.Secret}}))
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	ua, err := chromedp.Run(bctx, chromedp.Evaluate[string](`navigator.userAgent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(ua, "Headless") {
+		t.Errorf("with the desktop up the browser is headless: %s", ua)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(`data:text/html,<body style="margin:0;background:%23ff00ff"><h1>on the desktop</h1>`)); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		if _, n = magentaBox(pngShot(t, g, tok.Secret, agent.ID)); n > 20000 {
+			break
+		}
+	}
+	if n <= 20000 {
+		t.Errorf("the desktop shows %d magenta pixels, want the agent's browser page on it", n)
+	}
 }
