@@ -278,10 +278,11 @@ func (s *deskSession) closed(ev js.Value) {
 }
 
 // rectHeader is a Rect frame's bytes before its data: op, x, y, w, h, encoding, flags.
-const rectHeader = 11
+const rectHeader = desktop.RectHeader
 
-// message handles one frame from the gateway. A Rect's image bytes never enter Go: the
-// header is checked here and the buffer goes to desktop.js (and its decoding worker).
+// message handles one frame from the gateway. A Rect's (and ClipRect's) image bytes never
+// enter Go: the header is checked here and the buffer goes to desktop.js (and its decoding
+// worker). A Copy goes to desktop.js in order with them.
 func (s *deskSession) message(ws js.Value, data js.Value) {
 	if data.Type() != js.TypeObject {
 		return
@@ -291,22 +292,33 @@ func (s *deskSession) message(ws js.Value, data js.Value) {
 		return
 	}
 	u8 := js.Global().Get("Uint8Array")
-	if desktop.Op(u8.New(data, 0, 1).Index(0).Int()) == desktop.OpRect && n > rectHeader {
-		hdr := make([]byte, rectHeader+1)
-		js.CopyBytesToGo(hdr, u8.New(data, 0, rectHeader+1))
+	op := desktop.Op(u8.New(data, 0, 1).Index(0).Int())
+	if (op == desktop.OpRect && n > rectHeader) || (op == desktop.OpClipRect && n > desktop.ClipRectHeader) {
+		hl := rectHeader
+		if op == desktop.OpClipRect {
+			hl = desktop.ClipRectHeader
+		}
+		hdr := make([]byte, hl+1)
+		js.CopyBytesToGo(hdr, u8.New(data, 0, hl+1))
 		m, err := desktop.Decode(hdr)
 		if err != nil {
 			js.Global().Get("console").Call("warn", "porthole desktop: "+err.Error())
 			return
 		}
-		r := m.(desktop.Rect)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.stopped || !s.ws.Equal(ws) {
 			return
 		}
-		s.c.handle(r)
-		s.h.Call("rect", data, rectHeader, int(r.X), int(r.Y), int(r.W), int(r.H), int(r.Enc))
+		switch r := m.(type) {
+		case desktop.Rect:
+			s.c.handle(r)
+			s.h.Call("rect", data, hl, int(r.X), int(r.Y), int(r.W), int(r.H), int(r.Enc), int(r.Flags))
+		case desktop.ClipRect:
+			s.c.handle(desktop.Rect{X: r.CX, Y: r.CY, W: r.CW, H: r.CH, Enc: r.Enc, Flags: r.Flags})
+			s.h.Call("rect", data, hl, int(r.X), int(r.Y), int(r.W), int(r.H), int(r.Enc), int(r.Flags),
+				int(r.CX), int(r.CY), int(r.CW), int(r.CH))
+		}
 		return
 	}
 	b := make([]byte, n)
@@ -314,6 +326,14 @@ func (s *deskSession) message(ws js.Value, data js.Value) {
 	m, err := desktop.Decode(b)
 	if err != nil {
 		js.Global().Get("console").Call("warn", "porthole desktop: "+err.Error())
+		return
+	}
+	if c, ok := m.(desktop.Copy); ok {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.stopped && s.ws.Equal(ws) {
+			s.h.Call("copy", int(c.SrcX), int(c.SrcY), int(c.X), int(c.Y), int(c.W), int(c.H))
+		}
 		return
 	}
 	apply := func() {

@@ -63,6 +63,8 @@ const (
 	OpClipboard   Op = 0x88 // the display's clipboard text changed
 	OpError       Op = 0x89 // a clear error message
 	OpMode        Op = 0x8a // you are watching / driving (your permission, not control)
+	OpCopy        Op = 0x8b // copy a region of the viewer's own picture (a moved window)
+	OpClipRect    Op = 0x8c // a Rect's image drawn only within a clip (the gateway's record of a copy)
 )
 
 // Helper → gateway opcodes (0xc0–0xff), besides the shared ones above.
@@ -101,6 +103,9 @@ const (
 const (
 	EncJPEG uint8 = 1
 	EncPNG  uint8 = 2
+	// EncPalette: lossless, a palette of 1–256 colours and the pixels' packed indices, raw or
+	// deflated (docs/desktop-protocol.md; DecodePalette). One colour is a fill.
+	EncPalette uint8 = 3
 )
 
 // Rect flags.
@@ -209,6 +214,23 @@ type (
 	}
 	// FrameEnd ends a frame; viewers draw it and Ack Seq.
 	FrameEnd struct{ Seq uint32 }
+	// Copy copies the W×H pixels the viewer shows at (SrcX, SrcY) to (X, Y), as if through a
+	// scratch image (the two may overlap), in order with the frame's other messages.
+	Copy struct {
+		SrcX, SrcY, X, Y, W, H uint16
+	}
+	// ClipRect draws a Rect's image placed at (X, Y) (which may lie off the screen's top or left
+	// edge) with size W×H, but only its pixels within the clip (CX, CY, CW, CH), which lies on
+	// the screen and inside the placement. The gateway makes it from a Rect a Copy moved, to
+	// draw a moved region for a viewer that did not get the Copy (a keyframe, a lagging viewer).
+	ClipRect struct {
+		CX, CY, CW, CH uint16
+		X, Y           int16
+		W, H           uint16
+		Enc            uint8
+		Flags          uint8
+		Data           []byte
+	}
 	// CursorShape is the pointer's image: W×H straight RGBA pixels, hot spot (HotX, HotY).
 	CursorShape struct {
 		W, H, HotX, HotY uint16
@@ -272,6 +294,8 @@ func (Clipboard) Op() Op         { return OpClipboard }
 func (ErrorMsg) Op() Op          { return OpError }
 func (ModeMsg) Op() Op           { return OpMode }
 func (Screenshot) Op() Op        { return OpScreenshot }
+func (Copy) Op() Op              { return OpCopy }
+func (ClipRect) Op() Op          { return OpClipRect }
 
 // IsInput reports whether op is input that only the control holder's frames may carry.
 func IsInput(op Op) bool {
@@ -327,6 +351,32 @@ func (m Rect) appendTo(b []byte) []byte {
 	return append(append(b, m.Enc, m.Flags), m.Data...)
 }
 func (m FrameEnd) appendTo(b []byte) []byte { return be.AppendUint32(b, m.Seq) }
+func (m Copy) appendTo(b []byte) []byte {
+	b = be.AppendUint16(be.AppendUint16(b, m.SrcX), m.SrcY)
+	b = be.AppendUint16(be.AppendUint16(b, m.X), m.Y)
+	return be.AppendUint16(be.AppendUint16(b, m.W), m.H)
+}
+func (m ClipRect) appendTo(b []byte) []byte {
+	return append(m.fields(b), m.Data...)
+}
+
+// ClipRectHeader is the length of a ClipRect frame before its data.
+const ClipRectHeader = 1 + 8 + 8 + 2
+
+// AppendHeader appends m's frame without its data (the data follows to the end of the frame).
+func (m ClipRect) AppendHeader(b []byte) []byte { return m.fields(append(b, byte(OpClipRect))) }
+
+func (m ClipRect) fields(b []byte) []byte {
+	b = be.AppendUint16(be.AppendUint16(b, m.CX), m.CY)
+	b = be.AppendUint16(be.AppendUint16(b, m.CW), m.CH)
+	b = be.AppendUint16(be.AppendUint16(b, uint16(m.X)), uint16(m.Y))
+	b = be.AppendUint16(be.AppendUint16(b, m.W), m.H)
+	return append(b, m.Enc, m.Flags)
+}
+
+// RectHeader is the length of a Rect frame before its data.
+const RectHeader = 1 + 8 + 2
+
 func (m CursorShape) appendTo(b []byte) []byte {
 	b = be.AppendUint16(be.AppendUint16(b, m.W), m.H)
 	b = be.AppendUint16(be.AppendUint16(b, m.HotX), m.HotY)
@@ -456,8 +506,8 @@ func Decode(b []byte) (Message, error) {
 		case d.err != nil:
 		case r.W == 0 || r.H == 0 || int(r.X)+int(r.W) > MaxDisplayW || int(r.Y)+int(r.H) > MaxDisplayH:
 			d.fail("rect %dx%d at %d,%d is outside the largest display", r.W, r.H, r.X, r.Y)
-		case r.Enc != EncJPEG && r.Enc != EncPNG:
-			d.fail("rect encoding %d is neither JPEG (1) nor PNG (2)", r.Enc)
+		case !validEnc(r.Enc):
+			d.fail("rect encoding %d is not JPEG (1), PNG (2) or palette (3)", r.Enc)
 		case r.Flags&^rectFlagsAll != 0:
 			d.fail("unknown rect flags 0x%02x", r.Flags)
 		case len(r.Data) == 0 || len(r.Data) > MaxRectData:
@@ -466,6 +516,33 @@ func Decode(b []byte) (Message, error) {
 		m = r
 	case OpFrameEnd:
 		m = FrameEnd{Seq: d.u32("seq")}
+	case OpCopy:
+		c := Copy{SrcX: d.u16("source x"), SrcY: d.u16("source y"), X: d.u16("x"), Y: d.u16("y"), W: d.u16("w"), H: d.u16("h")}
+		switch {
+		case d.err != nil:
+		case c.W == 0 || c.H == 0 || int(c.SrcX)+int(c.W) > MaxDisplayW || int(c.SrcY)+int(c.H) > MaxDisplayH ||
+			int(c.X)+int(c.W) > MaxDisplayW || int(c.Y)+int(c.H) > MaxDisplayH:
+			d.fail("copy of %dx%d from %d,%d to %d,%d is outside the largest display", c.W, c.H, c.SrcX, c.SrcY, c.X, c.Y)
+		}
+		m = c
+	case OpClipRect:
+		r := ClipRect{CX: d.u16("clip x"), CY: d.u16("clip y"), CW: d.u16("clip w"), CH: d.u16("clip h"),
+			X: int16(d.u16("x")), Y: int16(d.u16("y")), W: d.u16("w"), H: d.u16("h"),
+			Enc: d.u8("encoding"), Flags: d.u8("flags"), Data: d.rest()}
+		switch {
+		case d.err != nil:
+		case r.CW == 0 || r.CH == 0 || int(r.CX)+int(r.CW) > MaxDisplayW || int(r.CY)+int(r.CH) > MaxDisplayH:
+			d.fail("clip %dx%d at %d,%d is outside the largest display", r.CW, r.CH, r.CX, r.CY)
+		case int(r.X) > int(r.CX) || int(r.Y) > int(r.CY) || int(r.X)+int(r.W) < int(r.CX)+int(r.CW) || int(r.Y)+int(r.H) < int(r.CY)+int(r.CH):
+			d.fail("clip %dx%d at %d,%d is not inside the image's %dx%d at %d,%d", r.CW, r.CH, r.CX, r.CY, r.W, r.H, r.X, r.Y)
+		case !validEnc(r.Enc):
+			d.fail("rect encoding %d is not JPEG (1), PNG (2) or palette (3)", r.Enc)
+		case r.Flags&^rectFlagsAll != 0:
+			d.fail("unknown rect flags 0x%02x", r.Flags)
+		case len(r.Data) == 0 || len(r.Data) > MaxRectData:
+			d.fail("rect data of %d bytes, want 1-%d", len(r.Data), MaxRectData)
+		}
+		m = r
 	case OpCursorShape:
 		c := CursorShape{W: d.u16("w"), H: d.u16("h"), HotX: d.u16("hot x"), HotY: d.u16("hot y")}
 		switch {
@@ -523,6 +600,8 @@ func Decode(b []byte) (Message, error) {
 	}
 	return m, nil
 }
+
+func validEnc(e uint8) bool { return e == EncJPEG || e == EncPNG || e == EncPalette }
 
 type decoder struct {
 	op  Op

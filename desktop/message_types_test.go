@@ -3,7 +3,11 @@ package desktop
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -36,6 +40,10 @@ func sampleMessages() []Message {
 		ErrorMsg{Code: ErrCodeNotHolder, Message: "bob holds control"},
 		ModeMsg{Mode: ModeWatch},
 		Screenshot{Format: EncJPEG, W: 640, H: 400, Data: []byte{0xff, 0xd8}},
+		// Appended (the fuzz corpus files are numbered in this order).
+		Copy{SrcX: 100, SrcY: 200, X: 108, Y: 199, W: 640, H: 400},
+		ClipRect{CX: 0, CY: 300, CW: 632, CH: 100, X: -8, Y: 290, W: 640, H: 400, Enc: EncPalette, Data: []byte{1, 0, 0, 0, 255, 255, 255, 0, 0xaa}},
+		Rect{X: 1, Y: 2, W: 3, H: 4, Enc: EncPalette, Data: []byte{0, 10, 20, 30}},
 	}
 }
 
@@ -75,6 +83,17 @@ func TestDecodeRejects(t *testing.T) {
 		{"empty rect", Encode(Rect{W: 0, H: 10, Enc: EncJPEG, Data: []byte{1}}), "outside the largest display"},
 		{"rect without data", Encode(Rect{W: 10, H: 10, Enc: EncJPEG}), "rect data of 0 bytes"},
 		{"rect encoding", Encode(Rect{W: 10, H: 10, Enc: 9, Data: []byte{1}}), "encoding 9"},
+		{"empty copy", Encode(Copy{W: 0, H: 5}), "outside the largest display"},
+		{"copy source outside", Encode(Copy{SrcX: 7000, W: 1000, H: 5}), "outside the largest display"},
+		{"copy target outside", Encode(Copy{Y: 4000, W: 10, H: 400}), "outside the largest display"},
+		{"truncated copy", Encode(Copy{W: 1, H: 1})[:11], "truncated at h"},
+		{"clip outside", Encode(ClipRect{CX: 7680, CW: 1, CH: 1, X: 7680, W: 1, H: 1, Enc: EncJPEG, Data: []byte{1}}), "outside the largest display"},
+		{"empty clip", Encode(ClipRect{CW: 0, CH: 1, W: 1, H: 1, Enc: EncJPEG, Data: []byte{1}}), "outside the largest display"},
+		{"clip outside image", Encode(ClipRect{CX: 0, CW: 10, CH: 10, X: 1, W: 20, H: 20, Enc: EncJPEG, Data: []byte{1}}), "not inside the image"},
+		{"clip past image", Encode(ClipRect{CX: 5, CW: 10, CH: 10, X: -10, W: 20, H: 20, Enc: EncJPEG, Data: []byte{1}}), "not inside the image"},
+		{"clip encoding", Encode(ClipRect{CW: 1, CH: 1, W: 1, H: 1, Enc: 4, Data: []byte{1}}), "encoding 4"},
+		{"clip flags", Encode(ClipRect{CW: 1, CH: 1, W: 1, H: 1, Enc: EncPNG, Flags: 2, Data: []byte{1}}), "unknown rect flags"},
+		{"clip without data", Encode(ClipRect{CW: 1, CH: 1, W: 1, H: 1, Enc: EncPNG}), "rect data of 0 bytes"},
 		{"rect flags", Encode(Rect{W: 10, H: 10, Enc: EncPNG, Flags: 0x80, Data: []byte{1}}), "unknown rect flags"},
 		{"cursor too big", Encode(CursorShape{W: 300, H: 1, RGBA: make([]byte, 1200)}), "over 256x256"},
 		{"cursor short pixels", Encode(CursorShape{W: 2, H: 2, RGBA: make([]byte, 3)}), "needs 16 bytes"},
@@ -149,4 +168,42 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Encode(Decode(% x)) = % x, want the input back", b, got)
 		}
 	})
+}
+
+// TestDecodeCorpus checks testdata/fuzz/FuzzDecode holds every sample message (seed-NN is
+// sampleMessages()[NN]); DESKTOP_WRITE_CORPUS=1 writes the missing ones.
+func TestDecodeCorpus(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
+	for i, m := range sampleMessages() {
+		name := filepath.Join(dir, fmt.Sprintf("seed-%02d", i))
+		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", Encode(m))
+		got, err := os.ReadFile(name)
+		if err != nil && os.Getenv("DESKTOP_WRITE_CORPUS") == "1" {
+			if err := os.WriteFile(name, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("seed corpus: %v (run with DESKTOP_WRITE_CORPUS=1)", err)
+			continue
+		}
+		if m, err := Decode(parseSeed(t, got)); err != nil {
+			t.Errorf("%s does not decode: %v (%#v)", name, err, m)
+		}
+	}
+}
+
+// parseSeed reads the one []byte of a corpus file.
+func parseSeed(t *testing.T, b []byte) []byte {
+	t.Helper()
+	_, lit, ok := strings.Cut(strings.TrimSpace(string(b)), "[]byte(")
+	if !ok {
+		t.Fatalf("corpus file %q", b)
+	}
+	s, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
+	if err != nil {
+		t.Fatalf("corpus file %q: %v", b, err)
+	}
+	return []byte(s)
 }

@@ -17,8 +17,13 @@
 //   });
 // Callbacks into Go always run as microtasks, never inside a call Go made.
 //   h.setSize(w, h)                     // a new display size (clears)
-//   h.rect(buffer, offset, x, y, w, h, enc) // an encoded region: bytes from offset to the end of
-//                                       //   the ArrayBuffer (transferred to the decoder worker)
+//   h.rect(buffer, offset, x, y, w, h, enc, flags, cx, cy, cw, ch)
+//                                       // an encoded region: bytes from offset to the end of the
+//                                       //   ArrayBuffer (transferred to the decoder worker); enc 1
+//                                       //   JPEG, 2 PNG, 3 palette; flags 1 = half-size image; with
+//                                       //   cx..ch only the pixels in that clip are drawn (ClipRect)
+//   h.copy(sx, sy, x, y, w, h)          // copy a region of the canvas (a moved window), in order
+//                                       //   with the rects of the frame
 //   h.frameEnd(seq)                     // draw what came since the last frameEnd, in order, then onDrawn(seq)
 //   h.resetFrames()                     // a new connection: forget frames not yet drawn
 //   h.cursorShape(rgba, w, h, hotX, hotY) / h.cursorPos(x, y, local)
@@ -28,23 +33,91 @@
 //   h.focusKeyboard()                   // focus the hidden input with the soft keyboard
 //   h.fullscreen()                      // toggle fullscreen of the panel
 //   h.readClipboard() / h.writeClipboard(text)
-//   h.stats()                           // {frames, rects, worker, decodeErrors} (tests)
+//   h.stats()                           // {frames, rects, copies, fills, worker, decodeErrors} (tests)
 //   h.canvas                            // the display's canvas (tests read its pixels)
 //   h.dispose()
 //
 // Decoding is off the main thread: a Worker running this same file (worker-src 'self')
-// turns JPEG/PNG bytes into ImageBitmaps with createImageBitmap; without Worker support,
-// createImageBitmap on the main thread (still asynchronous); without that, an <img> with a
-// data: URL (the CSP allows img-src data:, not blob:).
+// turns JPEG/PNG bytes into ImageBitmaps with createImageBitmap, and palette data (inflated
+// with DecompressionStream) into ImageData then an ImageBitmap; without Worker support, the
+// same on the main thread (still asynchronous); without createImageBitmap, an <img> with a
+// data: URL (the CSP allows img-src data:, not blob:), or a canvas for a palette. A one-colour
+// palette is a fill, drawn without decoding.
 (function () {
   "use strict";
+
+  // inflate reads a raw deflate stream (RFC 1951) that must give exactly need bytes.
+  function inflate(body, need) {
+    if (typeof DecompressionStream === "undefined") return Promise.reject(new Error("this browser cannot inflate (no DecompressionStream)"));
+    const ds = new DecompressionStream("deflate-raw");
+    const w = ds.writable.getWriter();
+    w.write(body).catch(function () {});
+    w.close().catch(function () {});
+    const rd = ds.readable.getReader();
+    const out = new Uint8Array(need);
+    let got = 0;
+    function pump() {
+      return rd.read().then(function (r) {
+        if (r.done) {
+          if (got !== need) throw new Error("palette: the indices inflate to " + got + " bytes, want " + need);
+          return out;
+        }
+        if (got + r.value.length > need) {
+          rd.cancel().catch(function () {});
+          throw new Error("palette: the indices inflate past the image");
+        }
+        out.set(r.value, got);
+        got += r.value.length;
+        return pump();
+      });
+    }
+    return pump();
+  }
+
+  // decodePalette turns palette data (docs/desktop-protocol.md) of a w×h image into RGBA.
+  function decodePalette(b, w, h) {
+    if (!(w > 0 && h > 0 && w <= 8192 && h <= 8192) || b.length < 4) return Promise.reject(new Error("palette: bad size"));
+    const n = b[0] + 1;
+    if (b.length < 1 + 3 * n) return Promise.reject(new Error("palette: short palette"));
+    const out = new Uint8ClampedArray(w * h * 4);
+    if (n === 1) {
+      if (b.length !== 4) return Promise.reject(new Error("palette: bytes after a fill"));
+      for (let i = 0; i < out.length; i += 4) { out[i] = b[1]; out[i + 1] = b[2]; out[i + 2] = b[3]; out[i + 3] = 255; }
+      return Promise.resolve(out);
+    }
+    const bits = n <= 2 ? 1 : n <= 4 ? 2 : n <= 16 ? 4 : 8;
+    const rb = Math.ceil(w * bits / 8), need = rb * h;
+    const comp = b[1 + 3 * n], body = b.subarray(2 + 3 * n);
+    let rows;
+    if (comp === 0) rows = body.length === need ? Promise.resolve(body) : Promise.reject(new Error("palette: " + body.length + " bytes of indices, want " + need));
+    else if (comp === 1) rows = inflate(body, need);
+    else rows = Promise.reject(new Error("palette: compression " + comp));
+    return rows.then(function (r) {
+      const per = 8 / bits, mask = (1 << bits) - 1;
+      for (let y = 0; y < h; y++) {
+        const row = y * rb;
+        for (let x = 0; x < w; x++) {
+          const v = bits === 8 ? r[row + x] : (r[row + ((x / per) | 0)] >> (8 - bits * (x % per + 1))) & mask;
+          if (v >= n) throw new Error("palette: index " + v + " of " + n + " colours");
+          const o = (y * w + x) * 4, p = 1 + 3 * v;
+          out[o] = b[p]; out[o + 1] = b[p + 1]; out[o + 2] = b[p + 2]; out[o + 3] = 255;
+        }
+      }
+      return out;
+    });
+  }
+
+  // decodeBitmap decodes in the worker or on the main thread when createImageBitmap exists.
+  function decodeBitmap(bytes, type, enc, w, h) {
+    if (enc === 3) return decodePalette(bytes, w, h).then(function (px) { return createImageBitmap(new ImageData(px, w, h)); });
+    return createImageBitmap(new Blob([bytes], { type: type }));
+  }
 
   // In the decoder worker: decode and hand the bitmap back (transferred, not copied).
   if (typeof document === "undefined" && typeof self !== "undefined" && typeof postMessage === "function") {
     self.onmessage = function (e) {
       const m = e.data;
-      const blob = new Blob([new Uint8Array(m.buf, m.off)], { type: m.type });
-      createImageBitmap(blob).then(
+      decodeBitmap(new Uint8Array(m.buf, m.off), m.type, m.enc, m.w, m.h).then(
         function (bmp) { self.postMessage({ id: m.id, bmp: bmp }, [bmp]); },
         function (err) { self.postMessage({ id: m.id, err: String(err) }); }
       );
@@ -55,7 +128,7 @@
   const porthole = (window.porthole = window.porthole || {});
   const scriptURL = document.currentScript ? document.currentScript.src : "";
   const handles = new Set();
-  const types = { 1: "image/jpeg", 2: "image/png" };
+  const types = { 1: "image/jpeg", 2: "image/png", 3: "palette" };
 
   // One decoder worker for every viewer of the page.
   let worker = null;
@@ -86,18 +159,28 @@
     return worker;
   }
 
-  function decode(buffer, offset, enc) {
+  // decode turns the image at offset in buffer (iw×ih pixels) into something drawImage draws.
+  function decode(buffer, offset, enc, iw, ih) {
     const type = types[enc] || "image/jpeg";
     const w = getWorker();
     if (w) {
       return new Promise(function (resolve, reject) {
         const id = nextID++;
         waiting.set(id, { resolve: resolve, reject: reject });
-        w.postMessage({ id: id, buf: buffer, off: offset, type: type }, [buffer]);
+        w.postMessage({ id: id, buf: buffer, off: offset, type: type, enc: enc, w: iw, h: ih }, [buffer]);
       });
     }
-    const blob = new Blob([new Uint8Array(buffer, offset)], { type: type });
-    if (typeof createImageBitmap !== "undefined") return createImageBitmap(blob);
+    const bytes = new Uint8Array(buffer, offset);
+    if (typeof createImageBitmap !== "undefined") return decodeBitmap(bytes, type, enc, iw, ih);
+    if (enc === 3) {
+      return decodePalette(bytes, iw, ih).then(function (px) {
+        const c = document.createElement("canvas");
+        c.width = iw; c.height = ih;
+        c.getContext("2d").putImageData(new ImageData(px, iw, ih), 0, 0);
+        return c;
+      });
+    }
+    const blob = new Blob([bytes], { type: type });
     return new Promise(function (resolve, reject) {
       const r = new FileReader();
       r.onload = function () {
@@ -158,7 +241,7 @@
     let view = { scale: 1, ox: 0, oy: 0, sx: 0, sy: 0 };
     let capture = false, trackpad = false;
     let cursor = { x: 0, y: 0, w: 0, h: 0, hx: 0, hy: 0, seen: false };
-    const stats = { frames: 0, rects: 0, worker: false, decodeErrors: 0 };
+    const stats = { frames: 0, rects: 0, copies: 0, fills: 0, worker: false, decodeErrors: 0 };
 
     // Frames: the rects of the frame being received, and a chain drawing frames in order.
     let epoch = 0;
@@ -177,15 +260,46 @@
         layout();
       });
     }
-    function rect(buffer, offset, x, y, w, hgt, enc) {
+    function rect(buffer, offset, x, y, w, hgt, enc, flags, cx, cy, cw, ch) {
       stats.rects++;
-      if (worker) stats.worker = true;
-      const p = decode(buffer, offset, enc).then(
-        function (bmp) { return { bmp: bmp, x: x, y: y, w: w, h: hgt }; },
+      const clip = cw > 0 && ch > 0 ? [cx, cy, cw, ch] : null;
+      const scaled = (flags & 1) === 1;
+      const iw = scaled ? (w + 1) >> 1 : w, ih = scaled ? (hgt + 1) >> 1 : hgt;
+      if (enc === 3 && buffer.byteLength - offset === 4 && new Uint8Array(buffer, offset, 1)[0] === 0) {
+        const c = new Uint8Array(buffer, offset + 1, 3); // a one-colour palette: a fill
+        stats.fills++;
+        pending.push(Promise.resolve({ fill: "rgb(" + c[0] + "," + c[1] + "," + c[2] + ")", x: x, y: y, w: w, h: hgt, clip: clip }));
+        return;
+      }
+      const p = decode(buffer, offset, enc, iw, ih).then(
+        function (bmp) { return { bmp: bmp, x: x, y: y, w: w, h: hgt, clip: clip }; },
         function (err) { stats.decodeErrors++; console.warn("porthole desktop: decode", err); return null; }
       );
       if (worker) stats.worker = true;
       pending.push(p);
+    }
+    function copy(sx, sy, x, y, w, hgt) {
+      stats.copies++;
+      pending.push(Promise.resolve({ copy: true, sx: sx, sy: sy, x: x, y: y, w: w, h: hgt }));
+    }
+    function draw(r) {
+      if (r.copy) { // the canvas onto itself: the source is copied first, so overlaps are fine
+        g.drawImage(canvas, r.sx, r.sy, r.w, r.h, r.x, r.y, r.w, r.h);
+        return;
+      }
+      if (r.clip) {
+        g.save();
+        g.beginPath();
+        g.rect(r.clip[0], r.clip[1], r.clip[2], r.clip[3]);
+        g.clip();
+      }
+      if (r.fill) {
+        g.fillStyle = r.fill;
+        g.fillRect(r.x, r.y, r.w, r.h);
+      } else {
+        g.drawImage(r.bmp, r.x, r.y, r.w, r.h); // scaled rects stretch to w×h
+      }
+      if (r.clip) g.restore();
     }
     function frameEnd(seq) {
       const rs = pending;
@@ -194,8 +308,8 @@
       chain = chain.then(function () { return Promise.all(rs); }).then(function (done) {
         for (const r of done) {
           if (!r) continue;
-          if (e === epoch && !disposed) g.drawImage(r.bmp, r.x, r.y, r.w, r.h); // scaled rects stretch to w×h
-          if (r.bmp.close) r.bmp.close();
+          if (e === epoch && !disposed) draw(r);
+          if (r.bmp && r.bmp.close) r.bmp.close();
         }
         if (e === epoch && !disposed) {
           stats.frames++;
@@ -348,6 +462,7 @@
       canvas: canvas,
       setSize: setSize,
       rect: rect,
+      copy: copy,
       frameEnd: frameEnd,
       resetFrames: resetFrames,
       cursorShape: function (rgba, w, hgt, hx, hy) {
