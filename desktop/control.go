@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -29,6 +30,10 @@ type session struct {
 	pmu   sync.Mutex // pongs only (the ping handler runs in Serve's reader)
 	pongs [][]byte
 
+	// The writer's buffers (writeLoop only).
+	hdrs []byte
+	bufs net.Buffers
+
 	// Guarded by hub.mu.
 	hello       []byte
 	modeFrame   []byte
@@ -41,6 +46,7 @@ type session struct {
 	keyframe    bool     // send the whole screen next
 	dirty       []uint64 // tiles changed since the last frame sent
 	sentSeq     uint64   // newest entry the viewer has been sent
+	synced      uint64   // the helper frames (model.frames) the viewer has been sent up to
 	seq, acked  uint32   // FrameEnds sent and acknowledged
 	behind      int      // helper frames coalesced while the window was full
 	lastNote    time.Time
@@ -283,37 +289,40 @@ func (h *hub) clampLocked(m Message) (Message, bool) {
 	return m, true
 }
 
-// take returns, in order, the frames s should write now: what changed since its last
+// take returns, in order, the messages s should write now: what changed since its last
 // call. Pixels go only while its window of unacknowledged frames is open.
-func (h *hub) take(s *session, out [][]byte) [][]byte {
+func (h *hub) take(s *session, out []msg) []msg {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	add := func(f *[]byte) {
 		if *f != nil {
-			out = append(out, *f)
+			out = append(out, msg{a: *f})
 			*f = nil
 		}
 	}
 	add(&s.hello)
 	add(&s.modeFrame)
-	out = append(out, s.errs...)
+	for _, e := range s.errs {
+		out = append(out, msg{a: e})
+	}
 	s.errs = nil
 	add(&s.control)
 	add(&s.viewers)
 	add(&s.clipboard)
 	if md := &h.model; md.tiles != nil && s.windowOpen() && (s.keyframe || anySet(s.dirty)) {
 		if s.keyframe {
-			out = append(out, md.screenFrame)
-			out = append(out, h.collectLocked(nil, 0)...)
+			out = append(out, msg{a: md.screenFrame})
+			out = h.collectLocked(out, nil, 0)
 		} else {
-			out = append(out, h.collectLocked(s.dirty, s.sentSeq)...)
+			out = h.catchUpLocked(s, out)
 		}
 		s.keyframe = false
 		clear(s.dirty)
-		s.sentSeq = h.lastSeqLocked()
+		s.sentSeq = md.nextSeq
+		s.synced = md.frames
 		s.seq++
 		s.behind = 0
-		out = append(out, Encode(FrameEnd{Seq: s.seq}))
+		out = append(out, msg{a: Encode(FrameEnd{Seq: s.seq})})
 	}
 	add(&s.cursorShape)
 	add(&s.cursorPos)
@@ -333,7 +342,7 @@ func anySet(b []uint64) bool {
 func (s *session) writeLoop(ctx context.Context) error {
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
-	var batch [][]byte
+	var batch []msg
 	for {
 		if ctx.Err() != nil {
 			s.closeWS(ctx)
@@ -349,14 +358,12 @@ func (s *session) writeLoop(ctx context.Context) error {
 			}
 		}
 		batch = s.h.take(s, batch[:0])
-		for _, f := range batch {
-			s.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if err := s.ws.WriteMessage(websocket.BinaryMessage, f); err != nil {
+		if len(batch) > 0 {
+			err := s.writeBatch(batch)
+			clear(batch) // let the GC have frames the model dropped
+			if err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
-		}
-		if len(batch) > 0 {
-			clear(batch) // let the GC have frames the model dropped
 			continue
 		}
 		select {
@@ -368,6 +375,67 @@ func (s *session) writeLoop(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// writeBatch writes the messages as binary WebSocket messages, all with one system call: the
+// frames' bytes are shared by every viewer (no copy), each message gets its own frame header.
+// The bytes are what gorilla/websocket's WriteMessage would write for each (a server's frames
+// are not masked); only this goroutine writes to the connection, and gorilla's own writes
+// (pings, pongs, the close) happen here too, between batches.
+func (s *session) writeBatch(batch []msg) error {
+	if need := len(batch) * maxWSHeader; cap(s.hdrs) < need {
+		s.hdrs = make([]byte, 0, need)
+	}
+	hdrs, bufs := s.hdrs[:0], s.bufs[:0]
+	for _, m := range batch {
+		n := len(hdrs)
+		hdrs = appendWSHeader(hdrs, m.len())
+		bufs = append(bufs, hdrs[n:])
+		if len(m.a) > 0 {
+			bufs = append(bufs, m.a)
+		}
+		if len(m.b) > 0 {
+			bufs = append(bufs, m.b)
+		}
+	}
+	s.hdrs, s.bufs = hdrs, bufs
+	defer clear(s.bufs[:cap(s.bufs)])
+	conn := s.ws.NetConn()
+	if err := conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+		return err
+	}
+	switch conn.(type) {
+	case *net.TCPConn, *net.UnixConn: // writev
+		_, err := bufs.WriteTo(conn)
+		return err
+	}
+	// Another kind of connection (TLS): one write of the whole batch, not one per buffer.
+	var one []byte
+	for _, b := range bufs {
+		one = append(one, b...)
+	}
+	_, err := conn.Write(one)
+	return err
+}
+
+// maxWSHeader is the longest header of an unmasked WebSocket frame.
+const maxWSHeader = 10
+
+// appendWSHeader appends the header of a final, unmasked binary WebSocket frame of n bytes
+// (RFC 6455 §5.2).
+func appendWSHeader(b []byte, n int) []byte {
+	b = append(b, 0x80|websocket.BinaryMessage)
+	switch {
+	case n < 126:
+		return append(b, byte(n))
+	case n <= 0xffff:
+		return append(b, 126, byte(n>>8), byte(n))
+	}
+	b = append(b, 127)
+	for i := 7; i >= 0; i-- {
+		b = append(b, byte(uint64(n)>>(8*i)))
+	}
+	return b
 }
 
 // closeWS writes the errors still queued (the reason the hub ended), then a close frame

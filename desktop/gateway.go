@@ -56,6 +56,9 @@ const (
 	tileSize          = 64       // the gateway's grid over the screen
 	maxPendingRects   = 1 << 14  // rects in one helper frame
 	maxPendingBytes   = 64 << 20 // bytes of rects in one helper frame
+	maxDerived        = 1 << 16  // ClipRects the copies of one helper frame may add to the model
+	recentFrames      = 16       // helper frames kept to replay to a viewer a few frames behind
+	recentBytes       = 8 << 20  // … and their bytes (the newest frame is always kept)
 	helperQueue       = 256      // frames queued to the helper's stream
 	maxShotsInFlight  = 8        // screenshot requests per agent
 	maxErrQueue       = 32       // error frames queued per viewer (more are dropped)

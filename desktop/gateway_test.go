@@ -217,6 +217,9 @@ type viewState struct {
 	frameEnds int
 	lastSeq   uint32
 	rects     [][]byte // Rect frames in order
+	clips     [][]byte // ClipRects' data in order
+	copies    int      // Copy frames
+	bytes     int      // bytes of Rect, ClipRect and Copy frames
 	control   Control
 	viewers   []ViewerInfo
 	errs      []ErrorMsg
@@ -301,12 +304,28 @@ func (c *client) read() {
 			if !c.drop {
 				st.rects = append(st.rects, data)
 			}
+			st.bytes += len(data)
 			id := rectID(m)
 			for y := int(m.Y); y < int(m.Y+m.H); y++ {
 				for x := int(m.X); x < int(m.X+m.W); x++ {
 					st.pix[y*int(st.screen.W)+x] = id
 				}
 			}
+		case ClipRect:
+			if !c.drop {
+				st.clips = append(st.clips, m.Data)
+			}
+			st.bytes += len(data)
+			id := binary.BigEndian.Uint64(m.Data)
+			for y := int(m.CY); y < int(m.CY+m.CH); y++ {
+				for x := int(m.CX); x < int(m.CX+m.CW); x++ {
+					st.pix[y*int(st.screen.W)+x] = id
+				}
+			}
+		case Copy:
+			st.copies++
+			st.bytes += len(data)
+			copyPix(st.pix, int(st.screen.W), int(m.SrcX), int(m.SrcY), int(m.X), int(m.Y), int(m.W), int(m.H))
 		case FrameEnd:
 			st.frameEnds++
 			st.lastSeq = m.Seq
@@ -357,6 +376,7 @@ func (c *client) state() viewState {
 	st := c.st
 	st.pix = append([]uint64(nil), c.st.pix...)
 	st.rects = append([][]byte(nil), c.st.rects...)
+	st.clips = append([][]byte(nil), c.st.clips...)
 	st.errs = append([]ErrorMsg(nil), c.st.errs...)
 	return st
 }
@@ -377,11 +397,30 @@ type truth struct {
 	screen Screen
 	pix    []uint64
 	nextID uint64
-	sent   map[string]bool
+	sent   map[string]bool // Rect frames sent
+	data   map[string]bool // their data
+}
+
+// copy makes a Copy and applies it.
+func (tr *truth) copy(sx, sy, x, y, w, h int) Copy {
+	copyPix(tr.pix, int(tr.screen.W), sx, sy, x, y, w, h)
+	return Copy{SrcX: uint16(sx), SrcY: uint16(sy), X: uint16(x), Y: uint16(y), W: uint16(w), H: uint16(h)}
+}
+
+// copyPix copies the w×h pixels at sx, sy of a picture of width stride to x, y (through a
+// scratch copy: the areas may overlap).
+func copyPix(pix []uint64, stride, sx, sy, x, y, w, h int) {
+	tmp := make([]uint64, w*h)
+	for r := range h {
+		copy(tmp[r*w:(r+1)*w], pix[(sy+r)*stride+sx:])
+	}
+	for r := range h {
+		copy(pix[(y+r)*stride+x:(y+r)*stride+x+w], tmp[r*w:(r+1)*w])
+	}
 }
 
 func newTruth(w, h uint16) *truth {
-	return &truth{screen: Screen{W: w, H: h}, pix: make([]uint64, int(w)*int(h)), sent: map[string]bool{}}
+	return &truth{screen: Screen{W: w, H: h}, pix: make([]uint64, int(w)*int(h)), sent: map[string]bool{}, data: map[string]bool{}}
 }
 
 // rect makes a Rect with a new id and size bytes of data, and draws it.
@@ -397,6 +436,7 @@ func (tr *truth) rect(x, y, w, h int, size int) Rect {
 	}
 	if tr.sent != nil {
 		tr.sent[string(Encode(r))] = true
+		tr.data[string(data)] = true
 	}
 	return r
 }

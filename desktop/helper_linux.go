@@ -190,6 +190,10 @@ func (h *helperStream) frames(f x11cap.Frame) [][]byte {
 		h.screenW, h.screenH = f.Width, f.Height
 		batch = append(batch, Encode(Screen{W: uint16(f.Width), H: uint16(f.Height)}))
 	}
+	for _, c := range f.Copies { // before the Rects: they are applied first, in order
+		batch = append(batch, Encode(Copy{SrcX: uint16(c.SrcX), SrcY: uint16(c.SrcY), X: uint16(c.X), Y: uint16(c.Y),
+			W: uint16(c.W), H: uint16(c.H)}))
+	}
 	for _, r := range f.Rects {
 		var flags uint8
 		if r.Scaled {
@@ -198,7 +202,7 @@ func (h *helperStream) frames(f x11cap.Frame) [][]byte {
 		batch = append(batch, Encode(Rect{X: uint16(r.X), Y: uint16(r.Y), W: uint16(r.W), H: uint16(r.H),
 			Enc: r.Enc, Flags: flags, Data: r.Data}))
 	}
-	if len(f.Rects) > 0 || f.Resized {
+	if len(f.Rects) > 0 || len(f.Copies) > 0 || f.Resized {
 		h.frameSeq++
 		batch = append(batch, Encode(FrameEnd{Seq: h.frameSeq}))
 	}

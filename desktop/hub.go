@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mbits "math/bits"
 	"net"
 	"slices"
 	"sync"
@@ -52,7 +53,6 @@ type hub struct {
 	shots      []chan shotReply
 	lagSent    uint8
 	lagAt      time.Time
-	collectID  uint64
 }
 
 // holder is who holds control: a viewer's session, or the agent's API (agent), or nobody.
@@ -79,27 +79,65 @@ type shotReply struct {
 	err  error
 }
 
-// entry is one Rect frame as the helper sent it (never re-encoded), and the tiles it covers.
+// entry is one image the model draws: a Rect frame as the helper sent it (never re-encoded),
+// or a ClipRect the gateway made when a Copy moved part of an entry (its header is the
+// gateway's, its image data the helper's, shared with the entry it came from).
 type entry struct {
-	seq            uint64
-	frame          []byte
-	x0, y0, x1, y1 int // pixels, [x0,x1)×[y0,y1)
-	refs           int // tiles whose list holds it
-	mark           uint64
+	seq                uint64
+	hdr                []byte // the frame up to its image data
+	data               *blob  // the image data
+	enc, flags         uint8
+	ix0, iy0, ix1, iy1 int // where the image lies (a ClipRect's may reach past the screen)
+	x0, y0, x1, y1     int // the pixels it draws, [x0,x1)×[y0,y1): on the screen, inside the image
+	refs               int // tiles whose list holds it
+	mark               uint64
 }
 
-// model is the latest encoded screen: per tile the Rects, in arrival order, that together
-// draw it. Entries a later Rect fully covers within a tile leave that tile's list.
+// blob is image data shared by entries; the model counts its bytes once.
+type blob struct {
+	b    []byte
+	refs int // live entries using it
+}
+
+// msg is one WebSocket message to a viewer: a frame, or a frame's header and data (an entry).
+type msg struct{ a, b []byte }
+
+func (m msg) len() int { return len(m.a) + len(m.b) }
+
+func (e *entry) msg() msg { return msg{e.hdr, e.data.b} }
+
+// op is one frame of the helper's frame in progress: a Rect (entry) or a Copy (copy).
+type op struct {
+	e     *entry
+	copy  Copy
+	frame []byte // the Copy's frame
+}
+
+// committed is one helper frame as it was committed: what a viewer that had everything
+// before it needs to draw it (the helper's own frames, in order).
+type committed struct {
+	msgs   []msg
+	bytes  int
+	copies bool
+}
+
+// model is the latest encoded screen: per tile the entries, in arrival order, that together
+// draw it. Entries later ones fully cover within a tile leave that tile's list. A Copy adds,
+// for each entry drawing part of its source, a ClipRect of that part moved to the target.
 type model struct {
 	screen       Screen
 	screenFrame  []byte
 	cols, rows   int
 	tiles        [][]*entry
-	bytes        int // live entries' frame bytes
+	bytes        int // live entries' headers and their blobs' data, each blob once
 	nextSeq      uint64
-	pending      []*entry // Rects of the helper's frame in progress, committed at FrameEnd
+	pending      []op // the helper's frame in progress, committed at FrameEnd
 	pendingBytes int
 	frames       uint64 // committed frames
+	recent       []committed // the latest committed frames, frames-len(recent)+1 … frames
+	recentBytes  int
+	touched      []uint64 // tiles whose lists grew since they were last pruned
+	mark         uint64   // marks entries already gathered by one walk over tiles
 }
 
 func newHub(s *Service, agent api.Agent) *hub {
@@ -209,9 +247,24 @@ func (h *hub) helperFrame(frame []byte) error {
 		if len(md.pending) >= maxPendingRects || md.pendingBytes+len(frame) > maxPendingBytes {
 			return fmt.Errorf("%w: a frame of over %d rects or %d bytes", ErrBadHelper, maxPendingRects, maxPendingBytes)
 		}
-		md.nextSeq++
-		md.pending = append(md.pending, &entry{seq: md.nextSeq, frame: slices.Clone(frame),
-			x0: int(m.X), y0: int(m.Y), x1: int(m.X) + int(m.W), y1: int(m.Y) + int(m.H)})
+		f := slices.Clone(frame)
+		x0, y0, x1, y1 := int(m.X), int(m.Y), int(m.X)+int(m.W), int(m.Y)+int(m.H)
+		md.pending = append(md.pending, op{e: &entry{hdr: f[:RectHeader:RectHeader], data: &blob{b: f[RectHeader:]},
+			enc: m.Enc, flags: m.Flags, ix0: x0, iy0: y0, ix1: x1, iy1: y1, x0: x0, y0: y0, x1: x1, y1: y1}})
+		md.pendingBytes += len(frame)
+	case Copy:
+		md := &h.model
+		if md.tiles == nil {
+			return fmt.Errorf("%w: a Copy before any Screen", ErrBadHelper)
+		}
+		if int(m.SrcX)+int(m.W) > int(md.screen.W) || int(m.SrcY)+int(m.H) > int(md.screen.H) ||
+			int(m.X)+int(m.W) > int(md.screen.W) || int(m.Y)+int(m.H) > int(md.screen.H) {
+			return fmt.Errorf("%w: copy of %dx%d from %d,%d to %d,%d is outside the %dx%d screen", ErrBadHelper, m.W, m.H, m.SrcX, m.SrcY, m.X, m.Y, md.screen.W, md.screen.H)
+		}
+		if len(md.pending) >= maxPendingRects || md.pendingBytes+len(frame) > maxPendingBytes {
+			return fmt.Errorf("%w: a frame of over %d rects or %d bytes", ErrBadHelper, maxPendingRects, maxPendingBytes)
+		}
+		md.pending = append(md.pending, op{copy: m, frame: slices.Clone(frame)})
 		md.pendingBytes += len(frame)
 	case FrameEnd:
 		if h.model.tiles == nil {
@@ -264,7 +317,8 @@ func (h *hub) resetLocked(sc Screen, frame []byte) {
 	}
 	cols, rows := (int(sc.W)+tileSize-1)/tileSize, (int(sc.H)+tileSize-1)/tileSize
 	*md = model{screen: sc, screenFrame: frame, cols: cols, rows: rows,
-		tiles: make([][]*entry, cols*rows), nextSeq: md.nextSeq, frames: md.frames}
+		tiles: make([][]*entry, cols*rows), nextSeq: md.nextSeq, frames: md.frames, mark: md.mark,
+		touched: make([]uint64, (cols*rows+63)/64)}
 	for _, s := range h.sessions {
 		s.keyframe = true
 		s.dirty = make([]uint64, (cols*rows+63)/64)
@@ -277,32 +331,39 @@ func (h *hub) resetLocked(sc Screen, frame []byte) {
 	}
 }
 
-// commitLocked puts the pending Rects into the tile model and marks their tiles dirty for
-// every viewer: one helper frame, encoded once, whatever the number of viewers.
+// commitLocked applies the helper's frame to the tile model, in order (a Copy sees the Rects
+// before it), remembers it among the recent frames, and marks its tiles changed for every
+// viewer: one helper frame, encoded once, whatever the number of viewers.
 func (h *hub) commitLocked() error {
 	md := &h.model
 	md.frames++
-	words := (md.cols*md.rows + 63) / 64
-	dirty := make([]uint64, words)
-	touched := make([]uint64, words)
-	for _, e := range md.pending {
-		md.bytes += len(e.frame)
-		for ty := e.y0 / tileSize; ty < (e.y1+tileSize-1)/tileSize; ty++ {
-			for tx := e.x0 / tileSize; tx < (e.x1+tileSize-1)/tileSize; tx++ {
-				i := ty*md.cols + tx
-				md.tiles[i] = append(md.tiles[i], e)
-				e.refs++
-				dirty[i/64] |= 1 << (i % 64)
-			}
+	dirty := make([]uint64, len(md.touched))
+	var c committed
+	derived := 0
+	for _, o := range md.pending {
+		if o.e != nil {
+			md.add(o.e, dirty)
+			c.msgs = append(c.msgs, o.e.msg())
+			c.bytes += o.e.msg().len()
+			continue
 		}
-	}
-	copy(touched, dirty)
-	for i := range md.tiles {
-		if touched[i/64]&(1<<(i%64)) != 0 {
-			md.prune(i)
+		derived += md.copy(o.copy, dirty)
+		if derived > maxDerived {
+			return fmt.Errorf("%w: the copies of one frame moved over %d images", ErrBadHelper, maxDerived)
 		}
+		c.msgs = append(c.msgs, msg{a: o.frame})
+		c.bytes += len(o.frame)
+		c.copies = true
 	}
+	md.pruneTouched()
 	md.pending, md.pendingBytes = nil, 0
+	md.recent = append(md.recent, c)
+	md.recentBytes += c.bytes
+	for len(md.recent) > 1 && (len(md.recent) > recentFrames || md.recentBytes > recentBytes) {
+		md.recentBytes -= md.recent[0].bytes
+		md.recent[0] = committed{}
+		md.recent = md.recent[1:]
+	}
 	if md.bytes > h.svc.cfg.MaxModelBytes {
 		return fmt.Errorf("%w: the screen's encoded rects take %d bytes, over the %d-byte limit", ErrBadHelper, md.bytes, h.svc.cfg.MaxModelBytes)
 	}
@@ -317,6 +378,80 @@ func (h *hub) commitLocked() error {
 	}
 	h.lagLocked()
 	return nil
+}
+
+// add puts e (its seq now the newest) in the lists of the tiles it draws on.
+func (md *model) add(e *entry, dirty []uint64) {
+	md.nextSeq++
+	e.seq = md.nextSeq
+	if e.data.refs == 0 {
+		md.bytes += len(e.data.b)
+	}
+	e.data.refs++
+	md.bytes += len(e.hdr)
+	for ty := e.y0 / tileSize; ty < (e.y1+tileSize-1)/tileSize; ty++ {
+		for tx := e.x0 / tileSize; tx < (e.x1+tileSize-1)/tileSize; tx++ {
+			i := ty*md.cols + tx
+			md.tiles[i] = append(md.tiles[i], e)
+			e.refs++
+			dirty[i/64] |= 1 << (i % 64)
+			md.touched[i/64] |= 1 << (i % 64)
+		}
+	}
+}
+
+// copy applies a Copy to the model: each entry drawing part of the source gets a ClipRect of
+// that part, moved to the target, drawn after everything before it (in the order of the
+// entries it comes from). It returns how many entries it added.
+func (md *model) copy(c Copy, dirty []uint64) int {
+	md.pruneTouched() // fewer, only visible, entries to move
+	dx, dy := int(c.X)-int(c.SrcX), int(c.Y)-int(c.SrcY)
+	sx0, sy0, sx1, sy1 := int(c.SrcX), int(c.SrcY), int(c.SrcX)+int(c.W), int(c.SrcY)+int(c.H)
+	md.mark++
+	var es []*entry
+	for ty := sy0 / tileSize; ty < (sy1+tileSize-1)/tileSize; ty++ {
+		for tx := sx0 / tileSize; tx < (sx1+tileSize-1)/tileSize; tx++ {
+			for _, e := range md.tiles[ty*md.cols+tx] {
+				if e.mark != md.mark && e.x0 < sx1 && e.x1 > sx0 && e.y0 < sy1 && e.y1 > sy0 {
+					e.mark = md.mark
+					es = append(es, e)
+				}
+			}
+		}
+	}
+	slices.SortFunc(es, bySeq)
+	for _, e := range es {
+		d := &entry{data: e.data, enc: e.enc, flags: e.flags,
+			ix0: e.ix0 + dx, iy0: e.iy0 + dy, ix1: e.ix1 + dx, iy1: e.iy1 + dy,
+			x0: max(e.x0, sx0) + dx, y0: max(e.y0, sy0) + dy, x1: min(e.x1, sx1) + dx, y1: min(e.y1, sy1) + dy}
+		d.hdr = ClipRect{CX: uint16(d.x0), CY: uint16(d.y0), CW: uint16(d.x1 - d.x0), CH: uint16(d.y1 - d.y0),
+			X: int16(d.ix0), Y: int16(d.iy0), W: uint16(d.ix1 - d.ix0), H: uint16(d.iy1 - d.iy0),
+			Enc: d.enc, Flags: d.flags}.AppendHeader(make([]byte, 0, ClipRectHeader))
+		md.add(d, dirty)
+	}
+	return len(es)
+}
+
+func bySeq(a, b *entry) int {
+	switch {
+	case a.seq < b.seq:
+		return -1
+	case a.seq > b.seq:
+		return 1
+	}
+	return 0
+}
+
+// pruneTouched prunes the tiles whose lists grew.
+func (md *model) pruneTouched() {
+	for w, bits := range md.touched {
+		for bits != 0 {
+			i := mbits.TrailingZeros64(bits)
+			bits &= bits - 1
+			md.prune(w*64 + i)
+		}
+		md.touched[w] = 0
+	}
 }
 
 // prune drops from tile i's list every entry that newer entries hide entirely within the
@@ -360,7 +495,10 @@ func rowBits(x0, x1 int) uint64 {
 
 func (md *model) unref(e *entry) {
 	if e.refs--; e.refs == 0 {
-		md.bytes -= len(e.frame)
+		md.bytes -= len(e.hdr)
+		if e.data.refs--; e.data.refs == 0 {
+			md.bytes -= len(e.data.b)
+		}
 	}
 }
 
@@ -410,43 +548,69 @@ func (h *hub) gone() error {
 	return fmt.Errorf("%w: %v", ErrHelper, cause)
 }
 
-// collectLocked returns the Rect frames a viewer needs, in arrival order: every entry of the
+// collectLocked appends the entries a viewer needs, in arrival order: every entry of the
 // tiles in dirty (nil = all tiles) that arrived after seq, each once.
-func (h *hub) collectLocked(dirty []uint64, after uint64) [][]byte {
+func (h *hub) collectLocked(out []msg, dirty []uint64, after uint64) []msg {
 	md := &h.model
-	h.collectID++
-	id := h.collectID
+	md.mark++
 	var es []*entry
 	for i, list := range md.tiles {
 		if dirty != nil && dirty[i/64]&(1<<(i%64)) == 0 {
 			continue
 		}
 		for _, e := range list {
-			if e.seq > after && e.mark != id {
-				e.mark = id
+			if e.seq > after && e.mark != md.mark {
+				e.mark = md.mark
 				es = append(es, e)
 			}
 		}
 	}
-	slices.SortFunc(es, func(a, b *entry) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return 0
-	})
-	out := make([][]byte, len(es))
-	for i, e := range es {
-		out[i] = e.frame
+	slices.SortFunc(es, bySeq)
+	for _, e := range es {
+		out = append(out, e.msg())
 	}
 	return out
 }
 
-// lastSeqLocked is the seq of the newest committed entry.
-func (h *hub) lastSeqLocked() uint64 {
-	return h.model.nextSeq - uint64(len(h.model.pending))
+// catchUpLocked appends what a viewer that was sent everything up to helper frame s.synced
+// needs to draw the model now: the helper's own frames since then, when the recent frames
+// still hold them and they are one frame, or frames with copies whose bytes are fewer than
+// the entries they changed; otherwise the latest entries of the changed tiles (a copy then
+// arrives as ClipRects of what it moved).
+func (h *hub) catchUpLocked(s *session, out []msg) []msg {
+	md := &h.model
+	first := md.frames - uint64(len(md.recent)) // recent holds first+1 … frames
+	if s.synced >= first && s.synced < md.frames {
+		rs := md.recent[s.synced-first:]
+		replay := func(out []msg) []msg {
+			for _, c := range rs {
+				out = append(out, c.msgs...)
+			}
+			return out
+		}
+		if len(rs) == 1 {
+			return replay(out)
+		}
+		copies, rb := false, 0
+		for _, c := range rs {
+			copies = copies || c.copies
+			rb += c.bytes
+		}
+		if copies {
+			n := len(out)
+			out = h.collectLocked(out, s.dirty, s.sentSeq)
+			cb := 0
+			for _, m := range out[n:] {
+				cb += m.len()
+			}
+			if rb < cb {
+				clear(out[n:])
+				return replay(out[:n])
+			}
+			return out
+		}
+	}
+	return h.collectLocked(out, s.dirty, s.sentSeq)
 }
 
 // end tears the hub down: viewers are told why (unless it idled or the gateway closes) and

@@ -39,6 +39,16 @@ func helperStreamSeeds() [][]byte {
 		{0, 0, 0, 1, 0x7e},
 		{0xff, 0xff, 0xff, 0xff, 0},
 		{0, 0, 0, 5, byte(OpScreen), 0, 64},
+		// Copies (a window dragged), chained, overlapping, off the screen, before a Screen; a
+		// ClipRect, which only the gateway makes.
+		cat(Screen{W: 256, H: 192}, r(0, 0, 256, 192), r(20, 30, 100, 60), FrameEnd{Seq: 1},
+			Copy{SrcX: 20, SrcY: 30, X: 28, Y: 33, W: 100, H: 60}, r(20, 30, 8, 63), FrameEnd{Seq: 2},
+			Copy{SrcX: 28, SrcY: 33, X: 40, Y: 30, W: 100, H: 60}, Copy{SrcX: 0, SrcY: 0, X: 1, Y: 1, W: 255, H: 191}, FrameEnd{Seq: 3}),
+		cat(Screen{W: 128, H: 128}, r(0, 0, 128, 128), Copy{SrcX: 0, SrcY: 0, X: 64, Y: 64, W: 64, H: 64}, r(64, 64, 10, 10),
+			Copy{SrcX: 60, SrcY: 60, X: 0, Y: 0, W: 68, H: 68}, FrameEnd{Seq: 1}),
+		cat(Screen{W: 64, H: 64}, Copy{SrcX: 0, SrcY: 0, X: 10, Y: 0, W: 60, H: 10}),
+		cat(Copy{SrcX: 0, SrcY: 0, X: 1, Y: 1, W: 2, H: 2}),
+		cat(Screen{W: 64, H: 64}, ClipRect{CW: 1, CH: 1, W: 1, H: 1, Enc: EncJPEG, Data: []byte{1}}),
 	}
 }
 
@@ -75,7 +85,7 @@ func FuzzHelperStream(f *testing.F) {
 			}
 			checkModel(t, &h.model, svc.cfg.MaxModelBytes)
 			for _, out := range h.take(s, nil) {
-				m, err := Decode(out)
+				m, err := Decode(append(append([]byte(nil), out.a...), out.b...))
 				if err != nil {
 					t.Fatalf("the viewer got a frame that does not decode: %v", err)
 				}
@@ -85,6 +95,15 @@ func FuzzHelperStream(f *testing.F) {
 				case Rect:
 					if int(m.X)+int(m.W) > int(screen.W) || int(m.Y)+int(m.H) > int(screen.H) {
 						t.Fatalf("the viewer got rect %+v outside the screen %v", m, screen)
+					}
+				case ClipRect:
+					if int(m.CX)+int(m.CW) > int(screen.W) || int(m.CY)+int(m.CH) > int(screen.H) {
+						t.Fatalf("the viewer got clip rect %+v outside the screen %v", m, screen)
+					}
+				case Copy:
+					if int(m.SrcX)+int(m.W) > int(screen.W) || int(m.SrcY)+int(m.H) > int(screen.H) ||
+						int(m.X)+int(m.W) > int(screen.W) || int(m.Y)+int(m.H) > int(screen.H) {
+						t.Fatalf("the viewer got copy %+v outside the screen %v", m, screen)
 					}
 				}
 			}
@@ -108,11 +127,19 @@ func checkModel(t *testing.T, md *model, maxBytes int) {
 		}
 	}
 	sum := 0
+	blobs := map[*blob]int{}
 	for e, n := range seen {
 		if e.refs != n {
 			t.Fatalf("entry %d has refs %d, is in %d tiles", e.seq, e.refs, n)
 		}
-		sum += len(e.frame)
+		sum += len(e.hdr)
+		blobs[e.data]++
+	}
+	for b, n := range blobs {
+		if b.refs != n {
+			t.Fatalf("a blob has refs %d, is used by %d entries", b.refs, n)
+		}
+		sum += len(b.b)
 	}
 	if sum != md.bytes || md.bytes > maxBytes {
 		t.Fatalf("model bytes %d, live entries hold %d (cap %d)", md.bytes, sum, maxBytes)

@@ -5,6 +5,7 @@ package desktop
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -49,6 +50,14 @@ func converged(t *testing.T, c *client, tr *truth, name string) {
 		}
 		if !tr.sent[string(r)] {
 			t.Fatalf("%s got a Rect the helper never sent: % x", name, r[:min(len(r), 32)])
+		}
+	}
+	for _, d := range c.state().clips {
+		if tr.sent == nil {
+			break
+		}
+		if !tr.data[string(d)] {
+			t.Fatalf("%s got a ClipRect whose image the helper never sent: % x", name, d[:min(len(d), 32)])
 		}
 	}
 }
@@ -272,4 +281,131 @@ func TestHelperUnreachable(t *testing.T) {
 	a := e.dial("alice", "drive", "")
 	a.wait("Error{Helper}", a.hasErr(ErrCodeHelper, "no helper for you"))
 	a.wait("the close", func(st *viewState) bool { return st.closed != nil })
+}
+
+// drawCopyFrames sends n frames mixing rects and copies (a window dragged, overlapping moves,
+// copies of copies) and returns the last FrameEnd seq.
+func drawCopyFrames(t *testing.T, f *fakeHelper, tr *truth, rng *rand.Rand, n int, seq uint32) uint32 {
+	t.Helper()
+	W, H := int(tr.screen.W), int(tr.screen.H)
+	for range n {
+		for range 1 + rng.IntN(4) {
+			var m Message
+			if rng.IntN(2) == 0 {
+				w, h := 1+rng.IntN(min(80, W)), 1+rng.IntN(min(80, H))
+				m = tr.rect(rng.IntN(W-w+1), rng.IntN(H-h+1), w, h, 16)
+			} else {
+				w, h := 1+rng.IntN(W/2), 1+rng.IntN(H/2)
+				sx, sy := rng.IntN(W-w+1), rng.IntN(H-h+1)
+				x, y := min(max(sx+rng.IntN(41)-20, 0), W-w), min(max(sy+rng.IntN(41)-20, 0), H-h)
+				m = tr.copy(sx, sy, x, y, w, h)
+			}
+			if err := f.send(m); err != nil {
+				t.Fatalf("helper send: %v", err)
+			}
+		}
+		seq++
+		if err := f.send(FrameEnd{Seq: seq}); err != nil {
+			t.Fatalf("helper send: %v", err)
+		}
+	}
+	return seq
+}
+
+// Copies reconstruct exactly: for a viewer in step (it gets the Copies), one that lags and
+// catches up (the helper's recent frames, or ClipRects of the moved images), and viewers
+// joining late (a keyframe of ClipRects).
+func TestCopiesReconstruct(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := e.dial("alice", "drive", "")
+	lag := e.dialOpts("lagger", "watch", "", false)
+	f := e.helper()
+	tr := newTruth(256, 192)
+	rng := rand.New(rand.NewPCG(9, 10))
+	f.send(tr.screen)
+	f.send(tr.rect(0, 0, 256, 192, 16))
+	seq := drawCopyFrames(t, f, tr, rng, 1, 0)
+	var late []*client
+	for i := range 30 {
+		seq = drawCopyFrames(t, f, tr, rng, 10, seq)
+		if i%3 == 0 { // the lagger acks what it has, now and then
+			st := lag.state()
+			lag.send(Ack{Seq: st.lastSeq})
+		}
+		if i%10 == 5 {
+			late = append(late, e.dial(fmt.Sprintf("late%d", i), "watch", ""))
+		}
+	}
+	converged(t, a, tr, "viewer")
+	for i, c := range late {
+		converged(t, c, tr, fmt.Sprintf("late viewer %d", i))
+	}
+	for i := 0; ; i++ {
+		st := lag.state()
+		if _, ok := samePix(st.pix, tr.pix); ok {
+			break
+		}
+		if i > 2000 {
+			t.Fatal("the lagging viewer never caught up")
+		}
+		lag.send(Ack{Seq: st.lastSeq})
+		time.Sleep(2 * time.Millisecond)
+	}
+	converged(t, lag, tr, "lagging viewer")
+	if st := a.state(); st.copies == 0 {
+		t.Error("the viewer in step got no Copy")
+	}
+	if st := late[0].state(); len(st.clips) == 0 {
+		t.Error("a late viewer's keyframe has no ClipRect")
+	}
+}
+
+// A viewer in step gets each Copy as the helper sent it, never the moved images again; 20 of
+// them get the same bytes.
+func TestCopiesInStepAreCopies(t *testing.T) {
+	e := newEnv(t, Config{})
+	tr := newTruth(256, 192)
+	var cs []*client
+	cs = append(cs, e.dial("v0", "watch", ""))
+	f := e.helper()
+	f.send(tr.screen)
+	f.send(tr.rect(0, 0, 256, 192, 4096))
+	f.send(FrameEnd{Seq: 1})
+	for i := 1; i < 20; i++ {
+		cs = append(cs, e.dial(fmt.Sprintf("v%d", i), "watch", ""))
+	}
+	for _, c := range cs {
+		c.wait("the first keyframe", func(st *viewState) bool { return st.frameEnds >= 1 })
+	}
+	before, base := make([]int, len(cs)), make([]int, len(cs))
+	for i, c := range cs {
+		st := c.state()
+		before[i], base[i] = st.bytes, st.frameEnds
+	}
+	for i := range 50 { // a window dragged right and back, the uncovered strip redrawn
+		x := 10 + (i%10)*8
+		if (i/10)%2 == 1 {
+			x = 90 - (i%10)*8
+		}
+		dx := 8
+		if (i/10)%2 == 1 {
+			dx = -8
+		}
+		f.send(tr.copy(x, 40, x+dx, 40, 100, 80))
+		f.send(tr.rect(min(x, x+dx+100), 40, 8, 80, 16))
+		f.send(FrameEnd{Seq: uint32(i + 2)})
+		for j, c := range cs { // in lockstep: every viewer gets every frame
+			c.wait("the frame", func(st *viewState) bool { return st.frameEnds > base[j]+i })
+		}
+	}
+	for i, c := range cs {
+		st := c.state()
+		converged(t, c, tr, "viewer")
+		if st.copies != 50 || len(st.clips) != 0 {
+			t.Errorf("viewer %d: %d copies, %d ClipRects; want 50 copies and none", i, st.copies, len(st.clips))
+		}
+		if n := st.bytes - before[i]; n > 50*100 {
+			t.Errorf("viewer %d: 50 moves cost %d bytes", i, n)
+		}
+	}
 }

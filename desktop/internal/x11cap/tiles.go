@@ -37,6 +37,9 @@ func (a area) intersect(b area) area {
 	return r
 }
 
+// shift moves a by (dx, dy).
+func (a area) shift(dx, dy int) area { return area{a.x0 + dx, a.y0 + dy, a.x1 + dx, a.y1 + dy} }
+
 // rateDecay is the time constant of a tile's change score.
 const rateDecay = time.Second
 

@@ -7,7 +7,14 @@
 // region and FetchRegion) says which tile rows changed, so an idle screen costs no CPU and no bytes:
 // Next blocks on X events. Without Damage, a tile diff of the whole screen runs on a bounded poll. Damaged
 // tiles (64×64) are compared with the previous frame's copy; tiles whose pixels really changed are merged
-// into rectangles (horizontal runs, then equal runs of consecutive rows) and encoded with TurboJPEG.
+// into rectangles (horizontal runs, then equal runs of consecutive rows) and encoded: losslessly with a
+// palette (package palette) when a rectangle has few colours (text, window frames, flat backgrounds), with
+// TurboJPEG otherwise.
+//
+// A window moved on the screen is not encoded again: top-level windows' ConfigureNotify events (the root's
+// SubstructureNotify) give the move, and where the captured pixels at the window's new place equal what the
+// viewers have at its old place, the frame carries a Copy (the viewer copies that part of its own picture)
+// and only what the move uncovered is encoded.
 //
 // Quality adapts like KasmVNC's: a tile's first change after a quiet spell goes at Options.HighQuality,
 // a tile that changes again goes at Options.Quality and one that keeps
@@ -38,6 +45,7 @@ import (
 	"github.com/jezek/xgb/xfixes"
 	"github.com/jezek/xgb/xproto"
 
+	"github.com/porthole/porthole/desktop/internal/palette"
 	"github.com/porthole/porthole/desktop/internal/tjpeg"
 )
 
@@ -79,6 +87,13 @@ type Options struct {
 	// several times smaller.
 	TileAligned bool
 
+	// MaxPalette is the most colours a rectangle may have to go as a palette (lossless); default 256
+	// (the most the encoding holds). NoPalette sends every rectangle as JPEG (small ones as PNG).
+	MaxPalette int
+	NoPalette  bool
+	// NoCopy never sends moved windows as copies of the viewer's picture.
+	NoCopy bool
+
 	NoSHM    bool // do not use MIT-SHM even when available (plain GetImage)
 	NoDamage bool // do not use XDamage even when available (tile diff on a poll)
 	// PollInterval is the tile-diff period when Damage is unavailable; default 100 ms, backing off to 4×
@@ -105,6 +120,8 @@ func (o *Options) setDefaults() {
 	def(&o.Quality, 80)
 	def(&o.MinQuality, 45)
 	def(&o.HighQuality, 95)
+	def(&o.MaxPalette, palette.MaxColours)
+	o.MaxPalette = min(o.MaxPalette, palette.MaxColours)
 	o.Quality, o.MinQuality, o.HighQuality = min(o.Quality, 100), min(o.MinQuality, 100), min(o.HighQuality, 100)
 	o.MinQuality = min(o.MinQuality, o.Quality)
 	if o.SettleAfter <= 0 {
@@ -121,15 +138,20 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// Encodings of a Rect's Data (the same numbers as the desktop wire protocol's EncJPEG and EncPNG).
+// Encodings of a Rect's Data (the same numbers as the desktop wire protocol's EncJPEG, EncPNG and
+// EncPalette).
 const (
-	EncJPEG uint8 = 1
-	EncPNG  uint8 = 2
+	EncJPEG    uint8 = 1
+	EncPNG     uint8 = 2
+	EncPalette uint8 = 3 // package palette's layout
 )
 
-// SmallArea is the largest rect (in pixels) sent as PNG: lossless, and for a typed character a few
-// hundred bytes less than a JPEG's ~620 bytes of headers and tables.
+// SmallArea is the largest rect (in pixels) sent as PNG when it has too many colours for a palette:
+// lossless, and a few hundred bytes less than a JPEG's ~620 bytes of headers and tables.
 const SmallArea = 1024
+
+// CopyBytes is what a Copy costs on the wire (opcode and six u16), counted by Frame.Bytes.
+const CopyBytes = 13
 
 // Rect is one encoded region of the screen, in screen pixels. When Scaled is set the image is half the
 // size ((W+1)/2 × (H+1)/2) and must be stretched to W×H.
@@ -137,8 +159,8 @@ type Rect struct {
 	X, Y, W, H int
 	Scaled     bool
 	Quality    int   // JPEG quality; 100 for PNG
-	Full444    bool  // 4:4:4 chroma or lossless (settle refresh, keyframes, PNG)
-	Enc        uint8 // EncJPEG or EncPNG
+	Full444    bool  // 4:4:4 chroma or lossless (settle refresh, keyframes, PNG, palette)
+	Enc        uint8 // EncJPEG, EncPNG or EncPalette
 	Data       []byte
 }
 
@@ -153,19 +175,27 @@ type Cursor struct {
 // Point is a pointer position in screen pixels.
 type Point struct{ X, Y int }
 
-// Frame is what changed since the previous frame (or the whole screen when Keyframe is set).
+// Copy moves pixels the viewer already has: the W×H pixels at (SrcX, SrcY) of the picture go to (X, Y),
+// as if copied to a scratch image first (the areas may overlap).
+type Copy struct {
+	SrcX, SrcY, X, Y, W, H int
+}
+
+// Frame is what changed since the previous frame (or the whole screen when Keyframe is set). A viewer
+// applies the Copies in order, then draws the Rects in order.
 type Frame struct {
 	Width, Height int  // screen size
 	Keyframe      bool // Rects cover the whole screen
 	Resized       bool // the screen size changed: drop the old image (implies Keyframe)
+	Copies        []Copy
 	Rects         []Rect
 	Cursor        *Cursor // new cursor image; nil if unchanged
 	Pointer       *Point  // new pointer position; nil if unchanged
 }
 
-// Bytes is the total JPEG payload of the frame.
+// Bytes is the frame's encoded payload: the Rects' data, and CopyBytes per Copy.
 func (f Frame) Bytes() int {
-	n := 0
+	n := CopyBytes * len(f.Copies)
 	for _, r := range f.Rects {
 		n += len(r.Data)
 	}
@@ -173,7 +203,7 @@ func (f Frame) Bytes() int {
 }
 
 func (f Frame) empty() bool {
-	return len(f.Rects) == 0 && f.Cursor == nil && f.Pointer == nil && !f.Resized
+	return len(f.Rects) == 0 && len(f.Copies) == 0 && f.Cursor == nil && f.Pointer == nil && !f.Resized
 }
 
 // Capturer captures one X display. Next is called from one goroutine at a time; Keyframe,
@@ -209,11 +239,15 @@ type Capturer struct {
 	tiles   []tile
 	chg     []area // per tile: pixels changed in the frame being built
 	class   []int
+	pclass  []int // class for the palette pass: 2 = changed or due for refresh, full resolution
 	half    []byte
 	enc     *tjpeg.Encoder
 	png     pngEncoder
-	motion  int // consecutive large-motion frames
-	calm    int // consecutive frames under half the threshold while in half-resolution mode
+	pal     palette.Encoder
+	wins    map[xproto.Window]*topWindow // the root's children, for moves (Next's goroutine only)
+	rowCapt []bool                       // per tile row: captured in the frame being built
+	motion  int                          // consecutive large-motion frames
+	calm    int                          // consecutive frames under half the threshold while in half-resolution mode
 	halfRes bool
 	cursor  *Cursor
 	pointer Point
@@ -276,14 +310,34 @@ func (c *Capturer) init() error {
 			c.useRandR = true
 		}
 	}
-	// Root size changes: RandR's notify, else ConfigureNotify on the root.
+	// Root size changes: RandR's notify, else ConfigureNotify on the root. Moves of top-level windows:
+	// ConfigureNotify of the root's children.
+	var mask uint32
 	if c.useRandR {
 		if err := randr.SelectInputChecked(c.conn, c.root, randr.NotifyMaskScreenChange).Check(); err != nil {
 			return fmt.Errorf("x11cap: RandR select input: %w", err)
 		}
-	} else if err := xproto.ChangeWindowAttributesChecked(c.conn, c.root, xproto.CwEventMask,
-		[]uint32{xproto.EventMaskStructureNotify}).Check(); err != nil {
-		return fmt.Errorf("x11cap: select root events: %w", err)
+	} else {
+		mask |= xproto.EventMaskStructureNotify
+	}
+	if !c.opts.NoCopy {
+		mask |= xproto.EventMaskSubstructureNotify
+	}
+	if mask != 0 {
+		if err := xproto.ChangeWindowAttributesChecked(c.conn, c.root, xproto.CwEventMask, []uint32{mask}).Check(); err != nil {
+			return fmt.Errorf("x11cap: select root events: %w", err)
+		}
+	}
+	if !c.opts.NoCopy {
+		c.wins = map[xproto.Window]*topWindow{}
+		if tree, err := xproto.QueryTree(c.conn, c.root).Reply(); err == nil {
+			for _, w := range tree.Children {
+				if g, err := xproto.GetGeometry(c.conn, xproto.Drawable(w)).Reply(); err == nil {
+					r := outer(int(g.X), int(g.Y), int(g.Width), int(g.Height), int(g.BorderWidth))
+					c.wins[w] = &topWindow{cur: r, ref: r}
+				}
+			}
+		}
 	}
 	if c.useXFixes {
 		if err := xfixes.SelectCursorInputChecked(c.conn, c.root, xfixes.CursorNotifyMaskDisplayCursor).Check(); err != nil {
@@ -541,9 +595,56 @@ func (c *Capturer) handle(ev xgb.Event) {
 	case xproto.ConfigureNotifyEvent:
 		if e.Window == c.root {
 			c.resized = true
+		} else if e.Event == c.root {
+			c.placed(e.Window, outer(int(e.X), int(e.Y), int(e.Width), int(e.Height), int(e.BorderWidth)))
+		}
+	case xproto.CreateNotifyEvent:
+		if e.Parent == c.root {
+			c.placed(e.Window, outer(int(e.X), int(e.Y), int(e.Width), int(e.Height), int(e.BorderWidth)))
+		}
+	case xproto.GravityNotifyEvent:
+		if w := c.wins[e.Window]; w != nil && e.Event == c.root {
+			w.cur = area{int(e.X), int(e.Y), int(e.X) + w.cur.x1 - w.cur.x0, int(e.Y) + w.cur.y1 - w.cur.y0}
+		}
+	case xproto.DestroyNotifyEvent:
+		if c.wins != nil && e.Event == c.root {
+			delete(c.wins, e.Window)
+		}
+	case xproto.ReparentNotifyEvent:
+		if c.wins != nil && e.Event == c.root && e.Parent != c.root {
+			delete(c.wins, e.Window) // no longer top-level
 		}
 	}
 }
+
+// topWindow is a child of the root: where it is (outer rectangle, border included) and where it was
+// when the last frame was captured.
+type topWindow struct {
+	cur, ref area
+	movedAt  time.Time // last seen moving
+}
+
+func outer(x, y, w, h, border int) area {
+	return area{x, y, x + w + 2*border, y + h + 2*border}
+}
+
+// placed records a top-level window's geometry; a window seen for the first time has not moved.
+func (c *Capturer) placed(w xproto.Window, r area) {
+	if c.wins == nil {
+		return
+	}
+	if tw := c.wins[w]; tw != nil {
+		if r != tw.cur {
+			tw.cur, tw.movedAt = r, time.Now()
+		}
+	} else if len(c.wins) < maxTopWindows {
+		c.wins[w] = &topWindow{cur: r, ref: r}
+	}
+}
+
+// maxTopWindows bounds the windows tracked for moves (a client creating windows without end costs
+// memory, not correctness: a window not tracked is encoded like any change).
+const maxTopWindows = 4096
 
 // dueAt returns when the next frame should be produced (zero: nothing pending).
 func (c *Capturer) dueAt(now time.Time) time.Time {
@@ -637,6 +738,10 @@ func (c *Capturer) produce(now time.Time) (Frame, error) {
 	}
 	f.Width, f.Height = c.w, c.h
 
+	// Where the windows that moved lately are: asked before the damage and the capture, so the answer
+	// describes (barring a move in the microseconds between) the pixels captured.
+	geoms := c.askGeometry(now)
+
 	// Which tiles may have changed.
 	cand := make([]bool, len(c.tiles))
 	any := false
@@ -665,9 +770,14 @@ func (c *Capturer) produce(now time.Time) (Frame, error) {
 		any = true
 	}
 	changed := 0
+	c.gotGeometry(geoms, now)
 	if any {
 		// Capture full-width bands over the candidate tile rows: with SHM each band lands at its own
 		// offset, so the segment mirrors the screen with one stride.
+		if len(c.rowCapt) != c.g.rows {
+			c.rowCapt = make([]bool, c.g.rows)
+		}
+		clear(c.rowCapt)
 		for cy := 0; cy < c.g.rows; {
 			if !rowHas(cand, cy, c.g.cols) {
 				cy++
@@ -681,8 +791,13 @@ func (c *Capturer) produce(now time.Time) (Frame, error) {
 			if err := c.captureBand(y0, y1-y0); err != nil {
 				return Frame{}, err
 			}
+			for r := cy; r < end; r++ {
+				c.rowCapt[r] = true
+			}
 			cy = end
 		}
+		// Windows that moved: where the viewers' picture already holds the pixels, a copy.
+		f.Copies = c.moves(now)
 		for i, ok := range cand {
 			c.chg[i] = area{}
 			if ok {
@@ -698,6 +813,7 @@ func (c *Capturer) produce(now time.Time) (Frame, error) {
 	} else {
 		clear(c.class)
 		clear(c.chg)
+		c.settleWindows()
 	}
 	if !c.useDamage && !now.Before(c.nextPoll) {
 		// Bounded poll: back off to 4× while nothing changes.
@@ -751,28 +867,44 @@ func (c *Capturer) produce(now time.Time) (Frame, error) {
 		}
 	}
 
+	// First the largest boxes whatever their quality class, as palettes where they have few colours
+	// (lossless: the class does not matter, and one rect costs less than several); what is left goes
+	// by class.
+	if !c.opts.NoPalette {
+		if len(c.pclass) != len(c.class) {
+			c.pclass = make([]int, len(c.class))
+		}
+		for i, cl := range c.class {
+			c.pclass[i] = 0
+			if cl != 0 && cl&1 == 0 {
+				c.pclass[i] = 2
+			}
+		}
+		for _, b := range merge(c.pclass, c.g.cols, c.g.rows) {
+			r := c.boxRect(b)
+			data, ok := c.pal.Encode(nil, c.prev[r.Y*c.w*4+r.X*4:], r.W, r.H, c.w*4, c.opts.MaxPalette)
+			if !ok || !paletteWins(data, r.W, r.H) {
+				continue
+			}
+			r.Enc, r.Quality, r.Full444, r.Data = EncPalette, 100, true, data
+			f.Rects = append(f.Rects, r)
+			c.sent(b, r)
+			for cy := b.cy; cy < b.cy+b.ch; cy++ {
+				for cx := b.cx; cx < b.cx+b.cw; cx++ {
+					c.class[cy*c.g.cols+cx] = 0
+				}
+			}
+		}
+	}
 	for _, b := range merge(c.class, c.g.cols, c.g.rows) {
 		r, err := c.encodeBox(b)
 		if err != nil {
 			return Frame{}, err
 		}
 		f.Rects = append(f.Rects, r)
-		low := r.Scaled || !r.Full444 || r.Quality < c.opts.HighQuality
-		sent := area{r.X, r.Y, r.X + r.W, r.Y + r.H}
-		for cy := b.cy; cy < b.cy+b.ch; cy++ {
-			for cx := b.cx; cx < b.cx+b.cw; cx++ {
-				t := &c.tiles[cy*c.g.cols+cx]
-				t.sentQ = uint8(r.Quality)
-				switch {
-				case low:
-					t.low = t.low.union(sent.intersect(c.g.tileArea(cx, cy)))
-				case t.low.intersect(sent) == t.low:
-					t.low = area{}
-				}
-			}
-		}
+		c.sent(b, r)
 	}
-	if len(f.Rects) > 0 {
+	if len(f.Rects) > 0 || len(f.Copies) > 0 {
 		c.lastFrame = now
 	}
 
@@ -783,7 +915,7 @@ func (c *Capturer) produce(now time.Time) (Frame, error) {
 		}
 	}
 	pointerPoll := c.opts.PointerPoll > 0 && !now.Before(c.nextPointer)
-	if c.pointerDue || len(f.Rects) > 0 || f.Cursor != nil || pointerPoll {
+	if c.pointerDue || len(f.Rects) > 0 || len(f.Copies) > 0 || f.Cursor != nil || pointerPoll {
 		c.pointerDue = false
 		if c.opts.PointerPoll > 0 {
 			c.nextPointer = now.Add(c.opts.PointerPoll)
@@ -861,6 +993,31 @@ func (c *Capturer) captureBand(y, h int) error {
 // encodeBox encodes a box of tiles from prev with the quality and scaling its class says, trimmed
 // (unless TileAligned) to the pixels that changed, or for a settle refresh to those sent low.
 func (c *Capturer) encodeBox(b box) (Rect, error) {
+	r := c.boxRect(b)
+	return r, c.encodeInto(&r, c.prev, c.w*4)
+}
+
+// sent records in the tiles of box b what r (which covers their changes) sent.
+func (c *Capturer) sent(b box, r Rect) {
+	low := r.Scaled || !r.Full444 || r.Quality < c.opts.HighQuality
+	done := area{r.X, r.Y, r.X + r.W, r.Y + r.H}
+	for cy := b.cy; cy < b.cy+b.ch; cy++ {
+		for cx := b.cx; cx < b.cx+b.cw; cx++ {
+			t := &c.tiles[cy*c.g.cols+cx]
+			t.sentQ = uint8(r.Quality)
+			switch {
+			case low:
+				t.low = t.low.union(done.intersect(c.g.tileArea(cx, cy)))
+			case t.low.intersect(done) == t.low:
+				t.low = area{}
+			}
+		}
+	}
+}
+
+// boxRect is the screen area box b encodes, with its class's quality and scaling: the box, trimmed
+// (unless TileAligned) to the pixels that changed, or for a settle refresh to those sent low.
+func (c *Capturer) boxRect(b box) Rect {
 	q, scaled := b.class>>1, b.class&1 == 1
 	x, y := b.cx*c.g.ts, b.cy*c.g.ts
 	w, h := min(b.cw*c.g.ts, c.w-x), min(b.ch*c.g.ts, c.h-y)
@@ -880,13 +1037,41 @@ func (c *Capturer) encodeBox(b box) (Rect, error) {
 			x, y, w, h = a.x0, a.y0, a.x1-a.x0, a.y1-a.y0
 		}
 	}
-	r := Rect{X: x, Y: y, W: w, H: h, Scaled: scaled, Quality: q}
-	return r, c.encodeInto(&r, c.prev, c.w*4)
+	return Rect{X: x, Y: y, W: w, H: h, Scaled: scaled, Quality: q}
 }
 
-// encodeInto fills r.JPEG from the image pix (stride bytes per row) at r's position.
+// encodeInto fills r.Data from the image pix (stride bytes per row) at r's position: as a palette when
+// it has few enough colours (lossless), else as JPEG (PNG when small); a palette of many colours that
+// comes out large (paletteWins) is kept only if it is smaller than the JPEG.
 func (c *Capturer) encodeInto(r *Rect, pix []byte, stride int) error {
 	src := pix[r.Y*stride+r.X*4:]
+	var pal []byte
+	if !r.Scaled && !c.opts.NoPalette {
+		if data, ok := c.pal.Encode(nil, src, r.W, r.H, stride, c.opts.MaxPalette); ok {
+			if paletteWins(data, r.W, r.H) {
+				r.Enc, r.Quality, r.Full444, r.Data = EncPalette, 100, true, data
+				return nil
+			}
+			pal = data
+		}
+	}
+	if err := c.encodeImage(r, src, stride); err != nil {
+		return err
+	}
+	if pal != nil && len(pal) <= len(r.Data) {
+		r.Enc, r.Quality, r.Full444, r.Data = EncPalette, 100, true, pal
+	}
+	return nil
+}
+
+// paletteWins says a palette encoding needs no comparison with JPEG: it has at most 16 colours, or
+// the region is small, or it takes at most 2 bits a pixel.
+func paletteWins(data []byte, w, h int) bool {
+	return int(data[0]) < 16 || w*h <= SmallArea || len(data)*4 <= w*h
+}
+
+// encodeImage fills r.Data with a JPEG (a PNG when small) of the image at src.
+func (c *Capturer) encodeImage(r *Rect, src []byte, stride int) error {
 	var err error
 	r.Enc = EncJPEG
 	if !r.Scaled && r.W*r.H <= SmallArea {
@@ -947,6 +1132,7 @@ func (c *Capturer) keyframeLocked(reset bool) (Frame, error) {
 			c.tiles[i] = tile{sentQ: uint8(c.opts.HighQuality)}
 		}
 		c.motion, c.calm, c.halfRes = 0, 0, false
+		c.settleWindows()
 	}
 	r := Rect{W: c.w, H: c.h, Quality: c.opts.HighQuality}
 	if err := c.encodeInto(&r, src, c.w*4); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 
+	"github.com/porthole/porthole/desktop/internal/palette"
 	"github.com/porthole/porthole/internal/testenv"
 )
 
@@ -206,12 +207,39 @@ func (m *model) apply(t testing.TB, f Frame) {
 		}
 		m.w, m.h, m.pix = f.Width, f.Height, make([]byte, f.Width*f.Height*4)
 	}
+	for _, cp := range f.Copies {
+		if cp.W <= 0 || cp.H <= 0 || cp.X < 0 || cp.Y < 0 || cp.SrcX < 0 || cp.SrcY < 0 ||
+			cp.X+cp.W > m.w || cp.Y+cp.H > m.h || cp.SrcX+cp.W > m.w || cp.SrcY+cp.H > m.h {
+			t.Fatalf("copy %+v outside %dx%d", cp, m.w, m.h)
+		}
+		tmp := make([]byte, cp.W*cp.H*4)
+		for y := range cp.H {
+			copy(tmp[y*cp.W*4:(y+1)*cp.W*4], m.pix[((cp.SrcY+y)*m.w+cp.SrcX)*4:])
+		}
+		for y := range cp.H {
+			copy(m.pix[((cp.Y+y)*m.w+cp.X)*4:((cp.Y+y)*m.w+cp.X+cp.W)*4], tmp[y*cp.W*4:])
+		}
+	}
 	for _, r := range f.Rects {
 		if r.X < 0 || r.Y < 0 || r.W <= 0 || r.H <= 0 || r.X+r.W > m.w || r.Y+r.H > m.h {
 			t.Fatalf("rect %d,%d %dx%d outside %dx%d", r.X, r.Y, r.W, r.H, m.w, m.h)
 		}
-		if r.Enc != EncJPEG && r.Enc != EncPNG || r.Enc == EncPNG && r.Scaled {
+		if r.Enc != EncJPEG && r.Enc != EncPNG && r.Enc != EncPalette || r.Enc != EncJPEG && r.Scaled {
 			t.Fatalf("rect encoding %d scaled=%v", r.Enc, r.Scaled)
+		}
+		if r.Enc == EncPalette {
+			rgba, err := palette.Decode(r.Data, r.W, r.H)
+			if err != nil {
+				t.Fatalf("rect %d,%d %dx%d: %v", r.X, r.Y, r.W, r.H, err)
+			}
+			for y := range r.H {
+				for x := range r.W {
+					s := rgba[(y*r.W+x)*4:]
+					d := m.pix[((r.Y+y)*m.w+r.X+x)*4:]
+					d[0], d[1], d[2] = s[2], s[1], s[0]
+				}
+			}
+			continue
 		}
 		img, _, err := image.Decode(bytes.NewReader(r.Data))
 		if err != nil {
