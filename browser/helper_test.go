@@ -345,3 +345,20 @@ func TestBrowserCrashRestarts(t *testing.T) {
 		t.Errorf("after the restart 2+2 = %q", got)
 	}
 }
+
+// TestUnprivilegedBrowser re-runs the jail tests as the unprivileged user the gateway runs as
+// in deployments (bwrap jails with rlimits instead of cgroups).
+func TestUnprivilegedBrowser(t *testing.T) {
+	if os.Getenv(testenv.UnprivilegedChildEnv) != "" {
+		return // the re-run itself (its pattern does not name this test; a guard against recursion)
+	}
+	testenv.LookPath(t, "bwrap")
+	testenv.LookPath(t, "chromium")
+	out := testenv.RerunUnprivileged(t, "^(TestBrowserInJail|TestBrowserProfilesIsolatedAndPersistent|TestBrowserCrashRestarts)$/^none$",
+		map[string]string{"PORTHOLE_TEST_BROWSER_HELPER": browserHelperBin(t)})
+	for _, want := range []string{"--- PASS: TestBrowserInJail ", "--- PASS: TestBrowserProfilesIsolatedAndPersistent ", "--- PASS: TestBrowserCrashRestarts "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the unprivileged run lacks %q", want)
+		}
+	}
+}
