@@ -23,7 +23,7 @@ import (
 
 const (
 	defaultViewGrace = 30 * time.Second // the view's CDP client outlives its last viewer this long
-	viewWindow       = 2                // frames a viewer may have unacknowledged
+	viewWindow       = 3                // frames a viewer may have unacknowledged
 	defaultScreenW   = 1280             // screencast bounds before any viewer said its size
 	defaultScreenH   = 1280
 	viewCallTimeout  = 30 * time.Second

@@ -705,11 +705,19 @@ func (h *viewHub) screencastFrame(ev cdpEvent) {
 		sx: clampI32(p.Metadata.ScrollX), sy: clampI32(p.Metadata.ScrollY), data: data}
 	h.mu.Lock()
 	h.last = sh
+	ready := false
 	for _, s := range h.sessions {
 		s.shot = sh
 		s.wakeup()
+		ready = ready || s.seq-s.acked < viewWindow
 	}
 	h.mu.Unlock()
+	if ready {
+		// A viewer's window is open: its writer takes this frame now, so Chromium may paint
+		// the next one without waiting for that goroutine to run. Otherwise the ack waits
+		// until a viewer takes a frame (take, writeLoop).
+		h.ackOwed(h.ctx)
+	}
 }
 
 // ackOwed acknowledges every frame Chromium is waiting on.

@@ -146,30 +146,30 @@ func TestViewAckPacing(t *testing.T) {
 	v.wait(5*time.Second, "tabs", func() bool { return v.last[OpTabs] != nil })
 	f.waitCount(t, "Page.startScreencast", 1)
 
-	f.frame(1)
-	v.wait(5*time.Second, "frame 1", func() bool { return len(v.frames) == 1 })
-	f.waitCount(t, "Page.screencastFrameAck", 1)
-	f.frame(2)
-	v.wait(5*time.Second, "frame 2", func() bool { return len(v.frames) == 2 })
-	f.waitCount(t, "Page.screencastFrameAck", 2)
-
-	// The viewer's window (2 frames) is full: frames wait in its one slot, unacknowledged.
-	f.frame(3)
-	f.frame(4)
-	time.Sleep(200 * time.Millisecond)
-	if n := f.count("Page.screencastFrameAck"); n != 2 {
-		t.Fatalf("%d acks sent to Chromium with no viewer able to draw, want 2", n)
+	// Frames up to the viewer's window go out at once, each acknowledged to Chromium.
+	for i := 1; i <= viewWindow; i++ {
+		f.frame(i)
+		v.wait(5*time.Second, fmt.Sprintf("frame %d", i), func() bool { return len(v.frames) == i })
+		f.waitCount(t, "Page.screencastFrameAck", i)
 	}
-	if got := v.frameData(); len(got) != 2 {
+
+	// The viewer's window is full: frames wait in its one slot, unacknowledged.
+	f.frame(viewWindow + 1)
+	f.frame(viewWindow + 2)
+	time.Sleep(200 * time.Millisecond)
+	if n := f.count("Page.screencastFrameAck"); n != viewWindow {
+		t.Fatalf("%d acks sent to Chromium with no viewer able to draw, want %d", n, viewWindow)
+	}
+	if got := v.frameData(); len(got) != viewWindow {
 		t.Fatalf("viewer got %v past its window", got)
 	}
-	v.send(Ack{Seq: 2})
-	v.wait(5*time.Second, "the newest frame", func() bool { return len(v.frames) == 3 })
-	f.waitCount(t, "Page.screencastFrameAck", 4) // both owed frames, so Chromium goes on
-	if got := v.frameData(); got[2] != "frame-4" {
-		t.Errorf("after its ack the viewer got %v, want frame-4 (latest wins)", got)
+	v.send(Ack{Seq: viewWindow})
+	v.wait(5*time.Second, "the newest frame", func() bool { return len(v.frames) == viewWindow+1 })
+	f.waitCount(t, "Page.screencastFrameAck", viewWindow+2) // both owed frames, so Chromium goes on
+	if got := v.frameData(); got[viewWindow] != fmt.Sprintf("frame-%d", viewWindow+2) {
+		t.Errorf("after its ack the viewer got %v, want frame-%d (latest wins)", got, viewWindow+2)
 	}
-	if fr := v.frames[2]; fr.W != 800 || fr.H != 600 || fr.ScrollY != 4 || fr.Seq != 3 {
+	if fr := v.frames[viewWindow]; fr.W != 800 || fr.H != 600 || fr.ScrollY != viewWindow+2 || fr.Seq != viewWindow+1 {
 		t.Errorf("frame metadata %+v", fr)
 	}
 }
@@ -192,9 +192,9 @@ func TestViewFanOut(t *testing.T) {
 	if got := slow.frameData(); len(got) != viewWindow {
 		t.Fatalf("slow viewer got %d frames, want its window of %d", len(got), viewWindow)
 	}
-	slow.send(Ack{Seq: 2})
-	slow.wait(5*time.Second, "the newest frame", func() bool { return len(slow.frames) == 3 })
-	if got := slow.frameData(); got[2] != fmt.Sprintf("frame-%d", n) {
+	slow.send(Ack{Seq: viewWindow})
+	slow.wait(5*time.Second, "the newest frame", func() bool { return len(slow.frames) == viewWindow+1 })
+	if got := slow.frameData(); got[viewWindow] != fmt.Sprintf("frame-%d", n) {
 		t.Errorf("slow viewer got %v, want frame-%d last", got, n)
 	}
 }

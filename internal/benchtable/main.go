@@ -65,6 +65,11 @@ var targets = []target{
 	{what: "browser cold start to first page, container p50", bench: "BenchmarkBrowserColdStart/container", unit: "start-ms-p50", op: "<=", limit: 1500},
 	// No target in DESIGN.md for the ratio: the row reports it (the gateway adds a WebSocket and the multiplexer).
 	{what: "browser CDP round trip, gateway vs direct", bench: "BenchmarkBrowserCDPRoundTrip", unit: "gateway-ms-p50", op: "<=", limit: 2, base: "BenchmarkBrowserCDPRoundTrip", bunit: "direct-ms-p50"},
+	// Browser live view (browser/view_bench_test.go): the relayed screencast at a viewer vs a native CDP
+	// client's screencast of the same tab, same window, same bounds; bytes per frame binary vs base64 JSON.
+	{what: "browser relayed screencast fps vs native CDP", bench: "BenchmarkBrowserScreencast", unit: "fps", op: ">=", limit: 0.95, base: "BenchmarkBrowserScreencast", bunit: "native-fps"},
+	{what: "browser relayed bytes/frame vs base64 JSON", bench: "BenchmarkBrowserScreencast", unit: "B/frame", op: "<=", limit: 0.76, base: "BenchmarkBrowserScreencast", bunit: "native-B/frame"},
+	{what: "browser static page after settling", bench: "BenchmarkBrowserScreencast", unit: "static-B/s", op: "<=", limit: 0},
 }
 
 var lineRE = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
