@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"sync/atomic"
 
@@ -54,7 +55,7 @@ type bvUI struct {
 	Tabs       string // tabs, encoded (bvUI must be comparable): see tabs()
 	Dialog     browser.Dialog
 	Chooser    browser.FileChooser
-	Downloads  string // one line per download
+	Downloads  string // one line per download: id, tab, text, tab, "1" when finished
 	Uploading  string
 }
 
@@ -313,7 +314,18 @@ func (p *BrowserPanel) renderInfo() app.UI {
 			lines := strings.Split(u.Downloads, "\n")
 			items := make([]app.UI, len(lines))
 			for i, l := range lines {
-				items[i] = app.Li().Text(l)
+				f := strings.SplitN(l, "\t", 3)
+				if len(f) < 3 {
+					continue
+				}
+				li := app.Li().Text(f[1])
+				if f[2] == "1" && !u.Watching {
+					// The drive-level route streams the file out of the sandbox's ~/Downloads.
+					li = app.Li().Body(app.A().Class("browser-download").
+						Href("/api/agents/"+url.PathEscape(p.AgentID)+"/browser/download?id="+url.QueryEscape(f[0])).
+						Attr("download", "").Title("Save on this device").Text(f[1]))
+				}
+				items[i] = li
 			}
 			return app.Details().Class("browser-downloads").Body(
 				app.Summary().Text(fmt.Sprintf("Downloads (%d) — saved in the agent's ~/Downloads", len(lines))),

@@ -231,7 +231,12 @@ func (s *bvSession) snapshot() bvUI {
 	u.Tabs = tabs.String()
 	lines := make([]string, len(c.downloads))
 	for i, dl := range c.downloads {
-		lines[i] = downloadText(dl)
+		done := "0"
+		if dl.State == browser.DownloadCompleted {
+			done = "1"
+		}
+		lines[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(dl.ID) + "\t" +
+			strings.NewReplacer("\t", " ", "\n", " ").Replace(downloadText(dl)) + "\t" + done
 	}
 	u.Downloads = strings.Join(lines, "\n")
 	return u
