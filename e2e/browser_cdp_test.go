@@ -250,6 +250,41 @@ func TestBrowserPlaywrightOverCDP(t *testing.T) {
 	if code, b := getWithClient(t, bob.client, endpoint+"/json/version", g.URL); code != http.StatusForbidden {
 		t.Errorf("a drive sharee on json/version = %d %s, want 403", code, b)
 	}
+	bu, _ := url.Parse(g.URL)
+	bobHdr := http.Header{"Origin": {g.URL}}
+	for _, ck := range bob.client.Jar.Cookies(bu) {
+		bobHdr.Add("Cookie", ck.Name+"="+ck.Value)
+	}
+	if bws, _, err := websocket.DefaultDialer.Dial(wsURL, bobHdr); err != nil {
+		t.Errorf("a drive sharee's cdp WebSocket: %v, want it upgraded then closed 1008", err)
+	} else {
+		bws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, _, err := bws.ReadMessage(); !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+			t.Errorf("a drive sharee's cdp WebSocket: %v, want close 1008", err)
+		}
+		bws.Close()
+	}
+
+	// Revoking the token ends its open automation connection.
+	rws, _, err := websocket.DefaultDialer.Dial(wsURL, bearer)
+	if err != nil {
+		t.Fatalf("dial with the token: %v", err)
+	}
+	rws.WriteJSON(map[string]any{"id": 1, "method": "Browser.getVersion"})
+	rws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, _, err := rws.ReadMessage(); err != nil {
+		t.Fatalf("Browser.getVersion with the token: %v", err)
+	}
+	g.call(t, "DELETE", "/api/agents/"+agent.ID+"/tokens/"+tok.ID, nil, http.StatusNoContent, nil)
+	for {
+		if _, _, err := rws.ReadMessage(); err != nil {
+			if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+				t.Errorf("after the token was revoked the connection ended with %v, want close 1008", err)
+			}
+			break
+		}
+	}
+	rws.Close()
 
 	// Audit: automation.open and automation.close for the token's connections.
 	var events []api.AuditEvent
