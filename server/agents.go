@@ -180,6 +180,7 @@ func (s *Server) updateAgent(c echo.Context) error {
 func (s *Server) deleteAgent(c echo.Context) error {
 	a := agentOf(c)
 	ctx := c.Request().Context()
+	s.returnAgentProfile(ctx, a.ID, principalOf(c).actor(), "the agent was deleted")
 	if err := s.st.DeleteAgent(ctx, a.ID); errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, nil, "no such agent")
 	} else if err != nil {
@@ -193,6 +194,7 @@ func (s *Server) deleteAgent(c echo.Context) error {
 // stopAgent ends what every surface holds for the agent and stops its helper; purge also
 // removes its home.
 func (s *Server) stopAgent(ctx context.Context, id string, purge bool) {
+	s.returnAgentProfile(ctx, id, "system", "the agent was stopped")
 	s.kick(func(i socketInfo) bool { return i.agentID == id }, "this agent was stopped or deleted")
 	for _, h := range s.surfaces {
 		h.gw.CloseAgent(id)

@@ -57,6 +57,14 @@ func (s *Server) routes(web http.Handler) *echo.Echo {
 		}
 	}
 
+	// People's browser profiles (profiles.go): lending checks the profile's owner itself.
+	e.GET("/api/profiles", s.listProfiles, allowed(user))
+	e.POST("/api/profiles", s.createProfile, allowed(user))
+	e.DELETE("/api/profiles/:pid", s.deleteProfile, allowed(user))
+	e.GET(agentPath+"/browser/profile", s.getAgentProfile, allowed(seeAgent))
+	e.POST(agentPath+"/browser/profile", s.lendProfile, allowed(user))
+	e.DELETE(agentPath+"/browser/profile", s.returnProfile, allowed(manage))
+
 	e.GET("/api/audit", s.listAudit, allowed(user))
 	e.Any("/api/*", func(c echo.Context) error {
 		return errorf(http.StatusNotFound, nil, "no such route: %s %s", c.Request().Method, c.Request().URL.Path)

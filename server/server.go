@@ -183,6 +183,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.ensureAdmin(ctx); err != nil {
 		return fail(err)
 	}
+	s.reconcileProfiles(ctx)
 
 	s.bridge = cfg.Bridge
 	if s.bridge == nil {
@@ -196,6 +197,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			BlockedCIDRs:        cfg.BlockedCIDRs,
 			DefaultLimits:       limits.Default,
 			Logger:              cfg.Logger.With("part", "bridges"),
+			BrowserProfile:      s.lentProfileID,
 		})
 		if err != nil {
 			return fail(fmt.Errorf("start backends: %w", err))

@@ -217,6 +217,7 @@ func (s *Server) deleteUser(c echo.Context) error {
 	if err != nil {
 		return internalError("listing the user's agents", err)
 	}
+	profiles := s.ownedProfiles(ctx, id)
 	if err := s.st.DeleteUser(ctx, id); errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, nil, "no such user")
 	} else if err != nil {
@@ -228,6 +229,7 @@ func (s *Server) deleteUser(c echo.Context) error {
 			s.stopAgent(ctx, a.ID, true)
 		}
 	}
+	s.deleteOwnedProfiles(ctx, principalOf(c).actor(), profiles)
 	s.audit(c, api.AuditEvent{Action: "user.delete", Detail: userDetail(target.User)})
 	return c.NoContent(http.StatusNoContent)
 }
