@@ -8,10 +8,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/porthole/porthole/api"
 )
 
 // fakeCDP is a cdpClient standing for a browser with one tab: it answers the view's calls
@@ -259,5 +266,77 @@ func TestViewWatchDropped(t *testing.T) {
 	owner.wait(5*time.Second, "released", func() bool { c, _ := owner.last[OpControl].(Control); return c.HolderID == "" })
 	if ok, _ := svc.cdpInputAllowed("a1"); !ok {
 		t.Errorf("automation input refused after the person released control")
+	}
+}
+
+// TestViewGoroutinesEnd: every goroutine of the live view (hub worker, CDP reader, viewer
+// writers) ends when the viewers leave and the service closes, and an idle hub ends after its
+// grace period.
+func TestViewGoroutinesEnd(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		f := newFakeCDP()
+		s := NewService(Config{Logger: testLogger(t)}, nil)
+		s.viewClient = func(ctx context.Context, agent api.Agent) (cdpClient, error) { return f, nil }
+		s.viewGrace = 50 * time.Millisecond
+		up := websocket.Upgrader{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ws, err := up.Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer ws.Close()
+			s.Serve(r.Context(), ws, api.Agent{ID: "a1", OwnerID: "owner"}, Viewer{ID: "owner", Mode: api.LevelDrive})
+		}))
+		url := "ws" + strings.TrimPrefix(srv.URL, "http")
+		var conns []*websocket.Conn
+		for i := range 2 { // two viewers at once, then both leave
+			ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, ws)
+			if i == 0 {
+				f.waitCount(t, "Page.startScreencast", 1)
+				f.frame(1)
+			}
+			ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for {
+				_, b, err := ws.ReadMessage()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b[0] == byte(OpFrame) {
+					break
+				}
+			}
+		}
+		for _, ws := range conns {
+			ws.Close()
+		}
+		// The idle hub ends by itself after its grace.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s.vmu.Lock()
+			n := len(s.hubs)
+			s.vmu.Unlock()
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the idle hub did not end after its grace period")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		srv.Close()
+		s.Close()
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines left, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
