@@ -23,6 +23,10 @@ import (
 // ends the stream: every client's Recv fails with the helper's reason, and the next newClient
 // opens a new stream, which starts Chromium again.
 
+// ExitMethod is the helper's last message on a browser stream when the browser exited or
+// could not start; params.message says why (the gateway's clients get it as their error).
+const ExitMethod = "Porthole.browserExited"
+
 // defaultCDPGrace keeps an agent's browser stream open after its last client left.
 const defaultCDPGrace = 30 * time.Second
 

@@ -37,9 +37,6 @@ import (
 // profile (cookies) to disk; the profile is kept.
 
 const (
-	// ExitMethod is the helper's last message on a stream when the browser exited or could
-	// not start; params.message says why.
-	ExitMethod = "Porthole.browserExited"
 	// LentProfileDir is where a person's lent profile is mounted in the sandbox while it is
 	// lent to this agent (the profiles feature binds it there, read-write, owned by the
 	// sandbox's user). Contract: if this directory exists when Chromium starts, it is the
