@@ -86,6 +86,7 @@ func (p *AgentPage) renderAgent() app.UI {
 			app.If(a.OwnerID == p.me.ID || p.me.Admin, func() app.UI {
 				return app.A().Class("button", "ghost").Href("/agents/%s/edit", pathEscape(a.ID)).Text("Edit")
 			}),
+			app.If(p.tab == api.SurfaceBrowser && a.Backend.Isolated(), func() app.UI { return &BrowserProfileControl{Agent: a, Me: p.me} }),
 		),
 		app.Div().Class("tabs").Role("tablist").Body(tabs...),
 		app.Section().Class("tab-panel").Role("tabpanel").Body(p.renderTab()),
