@@ -42,6 +42,7 @@ const (
 	OpFileData       Op = 0x10 // the next bytes of that file
 	OpFileDone       Op = 0x11 // set the files sent onto the chooser's input (or cancel)
 	OpRefresh        Op = 0x12 // send the latest frame again
+	OpSelectChoose   Op = 0x13 // choose an option of the open <select> popup (or close it)
 )
 
 // Gateway → viewer opcodes (0x80–0xbf).
@@ -57,6 +58,7 @@ const (
 	OpViewers     Op = 0x88 // who is attached
 	OpError       Op = 0x89 // a clear error message
 	OpMode        Op = 0x8a // you are watching / driving (your permission, not control)
+	OpSelectPopup Op = 0x8b // a <select>'s popup opened (its options) or closed
 )
 
 // Mode is a viewer's permission on the wire.
@@ -138,6 +140,7 @@ const (
 	MaxFiles     = 32       // files set on one chooser
 	MaxViewSize  = 7680     // a viewer's size is clamped to [MinViewSize, MaxViewSize]
 	MinViewSize  = 16
+	MaxOptions   = 1024 // options of a <select> popup
 )
 
 // Message is one wire message.
@@ -207,6 +210,8 @@ type (
 	FileDone struct{ Cancel bool }
 	// Refresh asks for the latest frame again.
 	Refresh struct{}
+	// SelectChoose picks option Index of the open <select> popup; -1 closes it unchanged.
+	SelectChoose struct{ Index int32 }
 )
 
 // Gateway → viewer.
@@ -268,7 +273,20 @@ type (
 	}
 	// ModeMsg tells the viewer its permission.
 	ModeMsg struct{ Mode Mode }
+	// SelectPopup says a <select>'s popup opened with Options, Selected being chosen now
+	// (-1: none), or closed (Open false). Headless Chromium does not draw it in frames.
+	SelectPopup struct {
+		Open     bool
+		Selected int32
+		Options  []SelectOption
+	}
 )
+
+// SelectOption is one option of a <select> popup.
+type SelectOption struct {
+	Label    string
+	Disabled bool
+}
 
 // TabInfo is one tab.
 type TabInfo struct {
@@ -308,6 +326,8 @@ func (FileBegin) Op() Op      { return OpFileBegin }
 func (FileData) Op() Op       { return OpFileData }
 func (FileDone) Op() Op       { return OpFileDone }
 func (Refresh) Op() Op        { return OpRefresh }
+func (SelectChoose) Op() Op   { return OpSelectChoose }
+func (SelectPopup) Op() Op    { return OpSelectPopup }
 func (Hello) Op() Op          { return OpHello }
 func (Frame) Op() Op          { return OpFrame }
 func (Tabs) Op() Op           { return OpTabs }
@@ -325,7 +345,7 @@ func (ModeMsg) Op() Op        { return OpMode }
 func IsInput(op Op) bool {
 	switch op {
 	case OpPointer, OpWheel, OpKey, OpText, OpNavigate, OpHistory, OpTabNew, OpTabSwitch,
-		OpTabClose, OpDialogAnswer, OpFileBegin, OpFileData, OpFileDone:
+		OpTabClose, OpDialogAnswer, OpFileBegin, OpFileData, OpFileDone, OpSelectChoose:
 		return true
 	}
 	return false
@@ -369,10 +389,19 @@ func (m TabClose) appendTo(b []byte) []byte     { return appendString(b, m.ID) }
 func (m DialogAnswer) appendTo(b []byte) []byte {
 	return appendString(append(b, b2u(m.Accept)), m.Prompt)
 }
-func (m FileBegin) appendTo(b []byte) []byte { return be.AppendUint32(appendString(b, m.Name), m.Size) }
-func (m FileData) appendTo(b []byte) []byte  { return append(b, m.Data...) }
-func (m FileDone) appendTo(b []byte) []byte  { return append(b, b2u(m.Cancel)) }
-func (Refresh) appendTo(b []byte) []byte     { return b }
+func (m FileBegin) appendTo(b []byte) []byte    { return be.AppendUint32(appendString(b, m.Name), m.Size) }
+func (m FileData) appendTo(b []byte) []byte     { return append(b, m.Data...) }
+func (m FileDone) appendTo(b []byte) []byte     { return append(b, b2u(m.Cancel)) }
+func (Refresh) appendTo(b []byte) []byte        { return b }
+func (m SelectChoose) appendTo(b []byte) []byte { return be.AppendUint32(b, uint32(m.Index)) }
+func (m SelectPopup) appendTo(b []byte) []byte {
+	n := min(len(m.Options), MaxOptions)
+	b = be.AppendUint16(be.AppendUint32(append(b, b2u(m.Open)), uint32(m.Selected)), uint16(n))
+	for _, o := range m.Options[:n] {
+		b = append(appendString(b, o.Label), b2u(o.Disabled))
+	}
+	return b
+}
 
 func (m Hello) appendTo(b []byte) []byte {
 	b = append(be.AppendUint16(b, m.Version), byte(m.Mode))
@@ -526,6 +555,23 @@ func Decode(b []byte) (Message, error) {
 		m = FileDone{Cancel: d.flag("cancel")}
 	case OpRefresh:
 		m = Refresh{}
+	case OpSelectChoose:
+		c := SelectChoose{Index: int32(d.u32("index"))}
+		if d.err == nil && (c.Index < -1 || c.Index >= MaxOptions) {
+			d.fail("option %d is not -1 or 0-%d", c.Index, MaxOptions-1)
+		}
+		m = c
+	case OpSelectPopup:
+		p := SelectPopup{Open: d.flag("open"), Selected: int32(d.u32("selected"))}
+		n := int(d.u16("option count"))
+		// Each option takes at least 3 bytes: never allocate more than the message can hold.
+		if d.err == nil && (n > MaxOptions || n*3 > len(d.b) || p.Selected < -1 || p.Selected >= int32(max(n, 1))) {
+			d.fail("%d options (selected %d) do not fit in %d bytes", n, p.Selected, len(d.b))
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			p.Options = append(p.Options, SelectOption{Label: d.str("label"), Disabled: d.flag("disabled")})
+		}
+		m = p
 	case OpHello:
 		m = Hello{Version: d.u16("version"), Mode: d.mode(), ViewerID: d.str("viewer id"), ViewerName: d.str("viewer name")}
 	case OpFrame:

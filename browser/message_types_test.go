@@ -35,6 +35,8 @@ func viewerMessages() []Message {
 		FileDone{},
 		FileDone{Cancel: true},
 		Refresh{},
+		SelectChoose{Index: 2},
+		SelectChoose{Index: -1},
 	}
 }
 
@@ -55,6 +57,8 @@ func serverMessages() []Message {
 		Viewers{Viewers: []ViewerInfo{{ID: "u1#3", Name: "alice", Mode: ModeDrive}, {ID: "u2#4", Name: "bob", Mode: ModeWatch}}},
 		ErrorMsg{Code: ErrCodeWatchOnly, Message: "you are watching"},
 		ModeMsg{Mode: ModeWatch},
+		SelectPopup{Open: true, Selected: 1, Options: []SelectOption{{Label: "one"}, {Label: "two"}, {Label: "<three>", Disabled: true}}},
+		SelectPopup{Selected: -1},
 	}
 }
 
@@ -77,6 +81,11 @@ func normalize(m Message) Message {
 	case Tabs:
 		if len(v.Tabs) == 0 {
 			v.Tabs = nil
+		}
+		return v
+	case SelectPopup:
+		if len(v.Options) == 0 {
+			v.Options = nil
 		}
 		return v
 	}
@@ -103,6 +112,8 @@ func TestDecodeRejects(t *testing.T) {
 		"empty frame":       Encode(Frame{Seq: 1}),
 		"download state":    Encode(Downloads{Downloads: []DownloadInfo{{State: 9}}}),
 		"flag out of range": {byte(OpFileDone), 2},
+		"option index":      Encode(SelectChoose{Index: -2}),
+		"selected outside":  Encode(SelectPopup{Open: true, Selected: 5, Options: []SelectOption{{Label: "a"}}}),
 	}
 	for name, b := range cases {
 		if _, err := Decode(b); !errors.Is(err, ErrBadMessage) {

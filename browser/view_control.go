@@ -4,6 +4,8 @@ package browser
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -204,6 +206,8 @@ func (h *viewHub) command(ctx context.Context, s *viewSession, session string, m
 		return nil
 	case FileBegin, FileData, FileDone:
 		return h.upload(ctx, s, session, m)
+	case SelectChoose:
+		return h.chooseSelect(ctx, session, m.Index)
 	}
 	return fmt.Errorf("opcode 0x%02x is not handled", uint8(m.Op()))
 }
@@ -244,16 +248,128 @@ func (h *viewHub) pointer(ctx context.Context, session string, m Pointer) error 
 			evs = append(evs, ev{"mouseReleased", buttonName(b), count})
 		}
 	}
+	wasOpen := h.selectFrame != nil
 	h.mu.Unlock()
+	pressed := false
 	for _, e := range evs {
 		p := map[string]any{"type": e.typ, "x": x, "y": y, "button": e.button,
 			"buttons": cdpButtons(m.Buttons), "modifiers": int(m.Modifiers)}
 		if e.count > 0 {
 			p["clickCount"] = e.count
 		}
+		if e.typ == "mousePressed" && e.button == "left" {
+			// Wait for the press to be handled: a <select> it focused opens its popup.
+			pressed = true
+			if err := h.cdp.call(ctx, session, "Input.dispatchMouseEvent", p, nil); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := h.cdp.send(ctx, session, "Input.dispatchMouseEvent", p); err != nil {
 			return err
 		}
+	}
+	if pressed {
+		if wasOpen {
+			h.setSelect(nil) // a click elsewhere closed the popup
+		}
+		h.checkSelect(ctx, session)
+	}
+	return nil
+}
+
+// selectJS describes the focused <select> whose popup a press opened (null: none), bounded.
+var selectJS = fmt.Sprintf(`(() => { const e = document.activeElement;
+	if (!e || e.tagName !== "SELECT" || e.multiple || e.size > 1) return null;
+	const os = Array.prototype.slice.call(e.options, 0, %d);
+	return {s: e.selectedIndex, o: os.map(o => [String(o.label || o.text).slice(0, 200), !!o.disabled])}; })()`, MaxOptions)
+
+// checkSelect tells the drivers about a <select> popup: headless Chromium does not draw it
+// in the screencast, so the viewer shows the options and answers with SelectChoose.
+func (h *viewHub) checkSelect(ctx context.Context, session string) {
+	var r struct {
+		Result struct {
+			Value *struct {
+				S int                  `json:"s"`
+				O [][2]json.RawMessage `json:"o"`
+			} `json:"value"`
+		} `json:"result"`
+	}
+	if err := h.cdp.call(ctx, session, "Runtime.evaluate", map[string]any{"expression": selectJS, "returnByValue": true}, &r); err != nil || r.Result.Value == nil {
+		return
+	}
+	v := r.Result.Value
+	p := SelectPopup{Open: true, Selected: -1}
+	for _, o := range v.O[:min(len(v.O), MaxOptions)] {
+		var label string
+		var disabled bool
+		json.Unmarshal(o[0], &label)
+		json.Unmarshal(o[1], &disabled)
+		p.Options = append(p.Options, SelectOption{Label: label, Disabled: disabled})
+	}
+	if v.S >= 0 && v.S < len(p.Options) {
+		p.Selected = int32(v.S)
+	}
+	h.setSelect(&p)
+}
+
+// setSelect records the open <select> popup (nil: closed) and tells the drivers.
+func (h *viewHub) setSelect(p *SelectPopup) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.setSelectLocked(p)
+}
+
+func (h *viewHub) setSelectLocked(p *SelectPopup) {
+	f := Encode(SelectPopup{Selected: -1})
+	h.selectFrame = nil
+	if p != nil {
+		f = Encode(*p)
+		h.selectFrame = f
+	}
+	for _, s := range h.sessions {
+		if s.mode == ModeDrive {
+			s.sel = f
+			s.wakeup()
+		}
+	}
+}
+
+// chooseSelectJS sets the focused <select>'s option as a person's choice would.
+const chooseSelectJS = `(i => { const e = document.activeElement;
+	if (!e || e.tagName !== "SELECT" || i < 0 || i >= e.options.length || e.options[i].disabled) return false;
+	if (e.selectedIndex !== i) { e.selectedIndex = i;
+		e.dispatchEvent(new Event("input", {bubbles: true})); e.dispatchEvent(new Event("change", {bubbles: true})); }
+	return true; })`
+
+// chooseSelect answers the open <select> popup: closes it (Escape) and picks option i.
+func (h *viewHub) chooseSelect(ctx context.Context, session string, i int32) error {
+	h.mu.Lock()
+	open := h.selectFrame != nil
+	h.mu.Unlock()
+	if !open {
+		return errors.New("no <select> popup is open")
+	}
+	h.setSelect(nil)
+	for _, down := range []bool{true, false} {
+		if err := h.cdp.send(ctx, session, "Input.dispatchKeyEvent", keyParams(Key{Down: down, Code: "Escape"})); err != nil {
+			return err
+		}
+	}
+	if i < 0 {
+		return nil
+	}
+	var r struct {
+		Result struct {
+			Value bool `json:"value"`
+		} `json:"result"`
+	}
+	if err := h.cdp.call(ctx, session, "Runtime.evaluate", map[string]any{
+		"expression": fmt.Sprintf("%s(%d)", chooseSelectJS, i), "returnByValue": true, "userGesture": true}, &r); err != nil {
+		return fmt.Errorf("choose the option: %w", err)
+	}
+	if !r.Result.Value {
+		return fmt.Errorf("option %d could not be chosen", i)
 	}
 	return nil
 }

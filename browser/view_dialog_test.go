@@ -24,6 +24,7 @@ const dialogPage = `<!doctype html><html><head><title>dialogs</title><style>body
 <button id=p style="top:100px" onclick="document.title='prompt:'+prompt('name?','bob')">prompt</button>
 <input id=f type=file style="top:200px" onchange="const f=this.files[0]; f.text().then(t => document.title='file:'+f.name+':'+t)">
 <a id=d style="top:300px" href="/dl" download>download</a>
+<select id=s style="top:400px" onchange="document.title='select:'+this.value"><option>one<option>two<option disabled>three<option>four</select>
 </body></html>`
 
 // localFiles serves the files stream in this process (HOME is a temporary directory).
@@ -39,6 +40,7 @@ func localFiles(t *testing.T) func(ctx context.Context, agent api.Agent) (net.Co
 	}
 }
 
+// lastDialog is the newest Dialog (v.mu held).
 func (v *testViewer) lastDialog() Dialog {
 	d, _ := v.last[OpDialog].(Dialog)
 	return d
@@ -76,7 +78,10 @@ func TestViewDialogsFilesDownloads(t *testing.T) {
 	bob.wait(10*time.Second, "the confirm dialog (watcher)", func() bool { return bob.lastDialog().Open })
 	bob.send(DialogAnswer{Accept: true})
 	time.Sleep(300 * time.Millisecond)
-	if !owner.lastDialog().Open {
+	owner.mu.Lock()
+	stillOpen := owner.lastDialog().Open
+	owner.mu.Unlock()
+	if !stillOpen {
 		t.Fatal("a watcher's answer closed the dialog")
 	}
 	owner.send(DialogAnswer{Accept: true})
@@ -103,6 +108,24 @@ func TestViewDialogsFilesDownloads(t *testing.T) {
 	owner.send(FileDone{})
 	owner.wait(10*time.Second, "the page read the file", owner.tabTitle("file:notes.txt:hello world"))
 	owner.wait(10*time.Second, "the chooser closed", func() bool { c, _ := owner.last[OpFileChooser].(FileChooser); return !c.Open })
+
+	// A <select>: its popup's options go to the driver, whose choice reaches the page.
+	owner.clickAt(50, 440)
+	owner.wait(10*time.Second, "the select popup", func() bool { p, _ := owner.last[OpSelectPopup].(SelectPopup); return p.Open })
+	owner.mu.Lock()
+	p := owner.last[OpSelectPopup].(SelectPopup)
+	owner.mu.Unlock()
+	if want := []SelectOption{{Label: "one"}, {Label: "two"}, {Label: "three", Disabled: true}, {Label: "four"}}; p.Selected != 0 || fmt.Sprint(p.Options) != fmt.Sprint(want) {
+		t.Errorf("select popup %+v, want %v selected 0", p, want)
+	}
+	bob.mu.Lock()
+	if _, ok := bob.last[OpSelectPopup]; ok {
+		t.Error("the watcher was sent the select popup")
+	}
+	bob.mu.Unlock()
+	owner.send(SelectChoose{Index: 3})
+	owner.wait(10*time.Second, "the page's change event", owner.tabTitle("select:four"))
+	owner.wait(10*time.Second, "the popup closed", func() bool { p, _ := owner.last[OpSelectPopup].(SelectPopup); return !p.Open })
 
 	// A download: listed when done, then read back through the download route.
 	owner.clickAt(50, 340)

@@ -62,6 +62,7 @@ type viewHub struct {
 	navFrame       []byte
 	tabsFrame      []byte
 	dialog         []byte // the open dialog's frame (nil: none)
+	selectFrame    []byte // the open <select> popup's frame (nil: none)
 	chooser        *chooserState
 	downloads      []DownloadInfo
 	dlFrame        []byte
@@ -255,6 +256,9 @@ func (h *viewHub) work() error {
 		h.mu.Lock()
 		h.attached, h.session, h.scW, h.scH, h.owed = "", "", 0, 0, 0
 		h.dialog, h.chooser = nil, nil
+		if h.selectFrame != nil {
+			h.setSelectLocked(nil)
+		}
 		h.mu.Unlock()
 		if active == "" {
 			return nil
@@ -512,6 +516,9 @@ func (h *viewHub) join(ctx context.Context, s *viewSession) error {
 	s.tabs, s.nav, s.dialog, s.downloads = h.tabsFrame, h.navFrame, h.dialog, h.dlFrame
 	if h.chooser != nil && s.mode == ModeDrive {
 		s.chooser = Encode(FileChooser{Open: true, Multiple: h.chooser.multiple})
+	}
+	if s.mode == ModeDrive {
+		s.sel = h.selectFrame
 	}
 	s.shot = h.last
 	h.viewersChangedLocked()

@@ -75,9 +75,10 @@ func testViewSandbox(t *testing.T, s *Service, agent api.Agent) {
 	time.Sleep(time.Second)
 	owner.mu.Lock()
 	stillUnclicked := owner.tabTitle("Porthole test page")()
+	tabs := owner.last[OpTabs]
 	owner.mu.Unlock()
 	if !stillUnclicked {
-		t.Fatalf("a watcher's click reached the page: tabs %+v", owner.last[OpTabs])
+		t.Fatalf("a watcher's click reached the page: tabs %+v", tabs)
 	}
 	owner.clickAt(100, 100)
 	owner.wait(20*time.Second, "the page to record the driver's click", owner.tabTitle("clicked 1"))

@@ -30,12 +30,12 @@ type viewSession struct {
 	pongs [][]byte
 
 	// Guarded by hub.mu.
-	hello, modeFrame, control, viewers, tabs, nav, dialog, chooser, downloads []byte
-	errs                                                                      [][]byte
-	shot                                                                      *shot // latest-wins slot: the newest frame not yet sent
-	seq, acked                                                                uint32
-	vw, vh                                                                    uint16 // the viewer's size (Resize)
-	lastNote                                                                  time.Time
+	hello, modeFrame, control, viewers, tabs, nav, dialog, chooser, downloads, sel []byte
+	errs                                                                           [][]byte
+	shot                                                                           *shot // latest-wins slot: the newest frame not yet sent
+	seq, acked                                                                     uint32
+	vw, vh                                                                         uint16 // the viewer's size (Resize)
+	lastNote                                                                       time.Time
 
 	// The reader's own (serveView's goroutine): an upload in progress.
 	up *upload
@@ -114,6 +114,7 @@ func (h *viewHub) take(s *viewSession, out [][]byte) ([][]byte, *shot, uint32) {
 	add(&s.dialog)
 	add(&s.chooser)
 	add(&s.downloads)
+	add(&s.sel)
 	var sh *shot
 	if s.shot != nil && s.seq-s.acked < viewWindow {
 		sh, s.shot = s.shot, nil
