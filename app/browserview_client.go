@@ -38,7 +38,8 @@ type bvClient struct {
 	dialog     browser.Dialog
 	chooser    browser.FileChooser
 	downloads  []browser.DownloadInfo
-	pageW      int // the page's size (CSS px) as the last frame showed it
+	sel        browser.SelectPopup // the open <select> popup (Open false: none)
+	pageW      int                 // the page's size (CSS px) as the last frame showed it
 	pageH      int
 	mods       map[string]bool // modifier keys held down (by code), for the Modifiers fields
 }
@@ -150,6 +151,8 @@ func (c *bvClient) handle(m browser.Message) {
 		c.chooser = m
 	case browser.Downloads:
 		c.downloads = m.Downloads
+	case browser.SelectPopup:
+		c.sel = m
 	}
 }
 
@@ -158,7 +161,7 @@ func (c *bvClient) disconnected() {
 	c.desk.disconnected()
 	clear(c.mods)
 	c.automating = false
-	c.dialog, c.chooser = browser.Dialog{}, browser.FileChooser{}
+	c.dialog, c.chooser, c.sel = browser.Dialog{}, browser.FileChooser{}, browser.SelectPopup{}
 	c.pageW, c.pageH = 0, 0
 }
 
@@ -184,6 +187,18 @@ func (c *bvClient) answerDialog(accept bool, prompt string) bool {
 		return false
 	}
 	return c.command(browser.DialogAnswer{Accept: accept, Prompt: prompt})
+}
+
+// choose answers the open <select> popup with option i (-1: close it unchanged).
+func (c *bvClient) choose(i int) bool {
+	if !c.sel.Open || i < -1 || i >= len(c.sel.Options) || i >= 0 && c.sel.Options[i].Disabled {
+		return false
+	}
+	if !c.command(browser.SelectChoose{Index: int32(i)}) {
+		return false
+	}
+	c.sel = browser.SelectPopup{}
+	return true
 }
 
 func (c *bvClient) activeTab() browser.TabInfo {

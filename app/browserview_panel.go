@@ -57,6 +57,8 @@ type bvUI struct {
 	Chooser    browser.FileChooser
 	Downloads  string // one line per download: id, tab, text, tab, "1" when finished
 	Uploading  string
+	Select     string // the open <select> popup's options, one a line: "1" if disabled, tab, label ("" = none)
+	Selected   int
 }
 
 // bvDriver is the browser session as the panel uses it (browserview_session_wasm.go).
@@ -78,6 +80,7 @@ type bvDriver interface {
 	answerDialog(accept bool, prompt string)
 	upload(inputID string) // send the files chosen in the file input of that id
 	cancelChooser()
+	choose(i int) // answer the <select> popup (-1: close it)
 	tabList() []browser.TabInfo
 }
 
@@ -297,6 +300,7 @@ func (p *BrowserPanel) renderInfo() app.UI {
 			return app.Span().Class("desktop-notice", "muted").Text(u.Notice)
 		}),
 		app.If(u.Dialog.Open, func() app.UI { return p.renderDialog() }),
+		app.If(u.Select != "" && u.Holding, func() app.UI { return p.renderSelect() }),
 		app.If(u.Chooser.Open && u.Holding, func() app.UI {
 			return app.Div().Class("browser-chooser").Role("dialog").Aria("label", "The page asks for files").Body(
 				app.Span().Text("The page asks for a file: "),
@@ -333,6 +337,28 @@ func (p *BrowserPanel) renderInfo() app.UI {
 			)
 		}),
 	)
+}
+
+// renderSelect shows the options of a <select> the page opened (headless Chromium does not
+// draw its popup): a tap chooses one.
+func (p *BrowserPanel) renderSelect() app.UI {
+	lines := strings.Split(p.ui.Select, "\n")
+	items := make([]app.UI, 0, len(lines)+1)
+	for i, l := range lines {
+		disabled, label, _ := strings.Cut(l, "\t")
+		i := i
+		cls := "browser-option"
+		if i == p.ui.Selected {
+			cls += " selected"
+		}
+		items = append(items, app.Button().Type("button").Class(cls).Role("option").Aria("selected", i == p.ui.Selected).
+			Disabled(disabled == "1").Text(label).
+			OnClick(func(ctx app.Context, e app.Event) { p.drive(func(d bvDriver) { d.choose(i) }) }))
+	}
+	items = append(items, app.Button().Type("button").Class("browser-option-cancel").Text("Cancel").
+		OnClick(func(ctx app.Context, e app.Event) { p.drive(func(d bvDriver) { d.choose(-1) }) }))
+	return app.Div().Class("browser-select").Role("listbox").Aria("label", "Choose an option").
+		Style("display", "flex").Style("flex-wrap", "wrap").Style("gap", "0.25rem").Body(items...)
 }
 
 func (p *BrowserPanel) renderDialog() app.UI {

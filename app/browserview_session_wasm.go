@@ -239,6 +239,21 @@ func (s *bvSession) snapshot() bvUI {
 			strings.NewReplacer("\t", " ", "\n", " ").Replace(downloadText(dl)) + "\t" + done
 	}
 	u.Downloads = strings.Join(lines, "\n")
+	if c.sel.Open {
+		opts := make([]string, len(c.sel.Options))
+		for i, o := range c.sel.Options {
+			d := "0"
+			if o.Disabled {
+				d = "1"
+			}
+			opts[i] = d + "\t" + strings.NewReplacer("\n", " ", "\t", " ").Replace(o.Label)
+		}
+		u.Select = strings.Join(opts, "\n")
+		if u.Select == "" {
+			u.Select = "1\t(no options)"
+		}
+		u.Selected = int(c.sel.Selected)
+	}
 	return u
 }
 
@@ -443,6 +458,7 @@ func (s *bvSession) tabClose(id string) { s.do(func() { s.c.command(browser.TabC
 func (s *bvSession) answerDialog(accept bool, prompt string) {
 	s.do(func() { s.c.answerDialog(accept, prompt) })
 }
+func (s *bvSession) choose(i int)   { s.do(func() { s.c.choose(i) }) }
 func (s *bvSession) cancelChooser() { s.do(func() { s.c.command(browser.FileDone{Cancel: true}) }) }
 
 // upload reads the chosen files (at most browser.MaxFiles, each at most browser.MaxUpload

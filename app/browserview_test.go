@@ -110,6 +110,21 @@ func TestBVDriverInputMapping(t *testing.T) {
 	}
 }
 
+func TestBVSelectChoose(t *testing.T) {
+	c, r := connectedBV(t, browser.ModeDrive)
+	c.handle(browser.Control{HolderID: "u1#1"})
+	if c.choose(0) {
+		t.Error("chose in a popup that is not open")
+	}
+	c.handle(browser.SelectPopup{Open: true, Selected: 0, Options: []browser.SelectOption{{Label: "a"}, {Label: "b", Disabled: true}, {Label: "c"}}})
+	if c.choose(1) {
+		t.Error("chose a disabled option")
+	}
+	if !c.choose(2) || !reflect.DeepEqual(r.take(), []browser.Message{browser.SelectChoose{Index: 2}}) || c.sel.Open {
+		t.Error("choosing option 2 did not send it and close the popup")
+	}
+}
+
 func TestBVDownloadText(t *testing.T) {
 	for _, c := range []struct {
 		d    browser.DownloadInfo
