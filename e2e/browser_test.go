@@ -65,7 +65,10 @@ func e2ePage(t *testing.T) (string, *atomic.Int32) {
 		fmt.Fprint(w, `<!doctype html><html><head><title>Porthole e2e page</title>
 <meta name=viewport content="width=device-width">
 <style>body{margin:0;background:#fff} button{position:absolute;left:0;top:0;width:400px;height:300px;font-size:40px;background:#0a0;color:#fff}</style></head>
-<body><button onclick="fetch('/clicked',{method:'POST'});document.title='clicked '+(window.n=(window.n||0)+1)">click me</button></body></html>`)
+<body><button onclick="fetch('/clicked',{method:'POST'});document.title='clicked '+(window.n=(window.n||0)+1)">click me</button>
+<button id=c style="top:320px;height:60px;font-size:20px;background:#00a" onclick="document.title='confirm:'+confirm('Really?')">confirm</button>
+<select style="position:absolute;left:0;top:400px;width:300px;height:50px;font-size:20px" onchange="document.title='select:'+this.value"><option>one<option>two<option>three</select>
+</body></html>`)
 	})
 	mux.HandleFunc("/clicked", func(w http.ResponseWriter, r *http.Request) { clicks.Add(1) })
 	srv := &http.Server{Handler: mux}
@@ -172,6 +175,22 @@ func TestBrowserInBrowser(t *testing.T) {
 	do(t, ctx, "click the page's button", 10*time.Second, chromedp.MouseClickXY(pt.X, pt.Y))
 	waitClicks(t, clicks, 1)
 	waitJS(t, ctx, "the page's new title", bvTitleJS("clicked 1"), 20*time.Second)
+
+	// A JavaScript confirm: shown in the panel (as text), answered there.
+	pt = eval[struct{ X, Y float64 }](t, ctx, bvPointJS(150, 350))
+	do(t, ctx, "click the confirm button", 10*time.Second, chromedp.MouseClickXY(pt.X, pt.Y))
+	waitBV(t, ctx, "the page's dialog in the panel", `(d => !!d && d.textContent.includes("Really?"))(document.querySelector(".browser-dialog"))`, 20*time.Second)
+	screenshot(t, ctx, "browser-dialog")
+	do(t, ctx, "answer OK", 10*time.Second, chromedp.Click(chromedp.CSS(".browser-dialog-ok")))
+	waitBV(t, ctx, "the page's answer", bvTitleJS("confirm:true"), 20*time.Second)
+
+	// A <select>: its options in the panel; the choice reaches the page.
+	pt = eval[struct{ X, Y float64 }](t, ctx, bvPointJS(150, 425))
+	do(t, ctx, "click the select", 10*time.Second, chromedp.MouseClickXY(pt.X, pt.Y))
+	waitBV(t, ctx, "the select's options in the panel", `document.querySelectorAll(".browser-select .browser-option").length === 3`, 20*time.Second)
+	screenshot(t, ctx, "browser-select")
+	do(t, ctx, "choose three", 10*time.Second, chromedp.Click(chromedp.CSS(".browser-select .browser-option:nth-child(3)")))
+	waitBV(t, ctx, "the page's change", bvTitleJS("select:three"), 20*time.Second)
 	screenshot(t, ctx, "browser-viewer")
 
 	t.Run("phone", func(t *testing.T) {
@@ -183,7 +202,7 @@ func TestBrowserInBrowser(t *testing.T) {
 		b.watchConsole(t, pctx, "phone")
 		do(t, pctx, "emulate a phone", 10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch))
 		openBrowserPanel(t, pctx, bvURL)
-		waitJS(t, pctx, "the page's title (phone)", bvTitleJS("clicked 1"), 20*time.Second)
+		waitJS(t, pctx, "the page's title (phone)", bvTitleJS("select:three"), 20*time.Second)
 		takeBrowserControl(t, pctx, true) // the owner takes control from the other tab
 		waitJS(t, ctx, "the first tab sees it lost control", `document.querySelector(".browser-panel").dataset.holding === "false"`, 20*time.Second)
 		// A tap is a left click where the finger lands.
