@@ -239,6 +239,13 @@ func (p *BrowserProfileControl) renderMine() app.UI {
 	}
 	if len(items) == 0 {
 		items = append(items, app.P().Class("empty").Text("You have no browser profile of your own yet."))
+	} else if sh := p.Agent.Share; sh == api.LevelWatch || sh == api.LevelDrive {
+		what := "see this browser with your logins"
+		if sh == api.LevelDrive {
+			what += ", use it, and read the profile from its terminal"
+		}
+		items = append(items, app.P().ID("browser-profile-shared").Class("error").
+			Text("This agent is shared with others (" + string(sh) + "): they would " + what + "."))
 	}
 	items = append(items, app.Form().Class("inline-row").OnSubmit(p.create).Body(
 		app.Input().ID("browser-profile-new").Type("text").Attr("maxlength", 64).Attr("autocomplete", "off").

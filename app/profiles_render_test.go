@@ -42,6 +42,12 @@ func TestBrowserProfileControlRender(t *testing.T) {
 		}
 	}
 
+	// Lending into a shared agent: the owner is told who else gets the logins.
+	c.Agent.Share = api.LevelDrive
+	if html = app.HTMLString(c); !strings.Contains(html, "shared with others (drive)") {
+		t.Errorf("no warning that a drive-shared agent exposes the profile:\n%s", html)
+	}
+
 	// A sharee sees which profile is used, and nothing to change.
 	other := api.Me{ID: "bob-id", Username: "bob"}
 	c = &BrowserProfileControl{Agent: agent, Me: other, loaded: true, open: true,
