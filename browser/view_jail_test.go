@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +69,15 @@ func testViewSandbox(t *testing.T, s *Service, agent api.Agent) {
 		t.Fatalf("the frame is not a JPEG: %v", err)
 	}
 	t.Logf("screenshot through the viewer protocol: page %dx%d CSS px, JPEG %dx%d, %d bytes", f.W, f.H, cfg.Width, cfg.Height, len(f.Data))
+
+	// While a person holds control, the agent's own automation may not send input.
+	auto := dialCDP(t, s, agent, "automation:token:t1")
+	if _, err := auto.try("", "Target.getTargets", nil); err != nil {
+		t.Errorf("automation's other calls while a person drives: %v", err)
+	}
+	if _, err := auto.try("", "Input.dispatchMouseEvent", map[string]any{"type": "mouseMoved", "x": 1, "y": 1}); err == nil || !strings.Contains(err.Error(), "owner has taken control") {
+		t.Errorf("automation input while the owner holds control: %v, want refused naming the owner", err)
+	}
 
 	bob.clickAt(100, 100)
 	bob.send(TakeControl{})

@@ -340,3 +340,25 @@ func TestViewGoroutinesEnd(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestViewAutomating: viewers see "agent automating" while an automation client of the
+// agent's browser is connected (the CDP route registers it), and not after it left.
+func TestViewAutomating(t *testing.T) {
+	_, svc, base := fakeViewService(t)
+	v := dialViewer(t, base, "owner", "drive", false)
+	v.wait(5*time.Second, "control state", func() bool { return v.last[OpControl] != nil })
+	automating := func(on bool) func() bool {
+		return func() bool { c, _ := v.last[OpControl].(Control); return c.Automating == on }
+	}
+	if !automating(false)() {
+		t.Fatal("automating before any automation client")
+	}
+	svc.autoMu.Lock()
+	svc.automation["a1"] = map[uint64]Viewer{7: {ID: "token:t1", Name: "agent"}}
+	svc.autoMu.Unlock()
+	v.wait(5*time.Second, "agent automating", automating(true))
+	svc.autoMu.Lock()
+	delete(svc.automation, "a1")
+	svc.autoMu.Unlock()
+	v.wait(5*time.Second, "automation gone", automating(false))
+}
