@@ -245,7 +245,7 @@ func (p *BrowserProfileControl) renderMine() app.UI {
 			what += ", use it, and read the profile from its terminal"
 		}
 		items = append(items, app.P().ID("browser-profile-shared").Class("error").
-			Text("This agent is shared with others (" + string(sh) + "): they would " + what + "."))
+			Text("This agent is shared with others ("+string(sh)+"): they would "+what+"."))
 	}
 	items = append(items, app.Form().Class("inline-row").OnSubmit(p.create).Body(
 		app.Input().ID("browser-profile-new").Type("text").Attr("maxlength", 64).Attr("autocomplete", "off").
