@@ -130,6 +130,7 @@ func cdpButtons(b uint8) int {
 }
 
 const (
+	pressWait      = time.Second // how long a press may keep the viewer's reader (see pointer)
 	multiClickTime = 500 * time.Millisecond
 	multiClickDist = 4.0 // CSS px
 )
@@ -258,9 +259,14 @@ func (h *viewHub) pointer(ctx context.Context, session string, m Pointer) error 
 			p["clickCount"] = e.count
 		}
 		if e.typ == "mousePressed" && e.button == "left" {
-			// Wait for the press to be handled: a <select> it focused opens its popup.
+			// Wait for the press to be handled (a <select> it focused opens its popup), but
+			// briefly: a page that opens a dialog on mousedown holds the reply until the
+			// dialog is answered, and this goroutine must stay free to read that answer.
 			pressed = true
-			if err := h.cdp.call(ctx, session, "Input.dispatchMouseEvent", p, nil); err != nil {
+			pctx, cancel := context.WithTimeout(ctx, pressWait)
+			err := h.cdp.call(pctx, session, "Input.dispatchMouseEvent", p, nil)
+			cancel()
+			if err != nil && ctx.Err() == nil && pctx.Err() == nil {
 				return err
 			}
 			continue
@@ -273,7 +279,9 @@ func (h *viewHub) pointer(ctx context.Context, session string, m Pointer) error 
 		if wasOpen {
 			h.setSelect(nil) // a click elsewhere closed the popup
 		}
-		h.checkSelect(ctx, session)
+		pctx, cancel := context.WithTimeout(ctx, pressWait)
+		h.checkSelect(pctx, session)
+		cancel()
 	}
 	return nil
 }

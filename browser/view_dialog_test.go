@@ -25,6 +25,7 @@ const dialogPage = `<!doctype html><html><head><title>dialogs</title><style>body
 <input id=f type=file style="top:200px" onchange="const f=this.files[0]; f.text().then(t => document.title='file:'+f.name+':'+t)">
 <a id=d style="top:300px" href="/dl" download>download</a>
 <select id=s style="top:400px" onchange="document.title='select:'+this.value"><option>one<option>two<option disabled>three<option>four</select>
+<button id=m style="top:500px" onmousedown="alert('down')">alert on mousedown</button>
 </body></html>`
 
 // localFiles serves the files stream in this process (HOME is a temporary directory).
@@ -126,6 +127,17 @@ func TestViewDialogsFilesDownloads(t *testing.T) {
 	owner.send(SelectChoose{Index: 3})
 	owner.wait(10*time.Second, "the page's change event", owner.tabTitle("select:four"))
 	owner.wait(10*time.Second, "the popup closed", func() bool { p, _ := owner.last[OpSelectPopup].(SelectPopup); return !p.Open })
+
+	// A dialog opened by mousedown holds Chromium's reply to the press: the driver can still
+	// answer it at once.
+	start := time.Now()
+	owner.clickAt(50, 540)
+	owner.wait(10*time.Second, "the mousedown alert", func() bool { d := owner.lastDialog(); return d.Open && d.Message == "down" })
+	owner.send(DialogAnswer{Accept: true})
+	owner.wait(10*time.Second, "the alert closed", func() bool { return !owner.lastDialog().Open })
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("answering a mousedown alert took %v", d)
+	}
 
 	// A download: listed when done, then read back through the download route.
 	owner.clickAt(50, 340)
