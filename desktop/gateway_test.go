@@ -122,7 +122,7 @@ func (f *fakeHelper) none(t testing.TB, d time.Duration) {
 
 // testEnv is a Service whose helper streams are fakeHelpers, behind a real HTTP server.
 type testEnv struct {
-	t        *testing.T
+	t        testing.TB
 	svc      *Service
 	srv      *httptest.Server
 	agent    api.Agent
@@ -133,7 +133,7 @@ type testEnv struct {
 	failOpen atomic.Bool
 }
 
-func newEnv(t *testing.T, cfg Config) *testEnv {
+func newEnv(t testing.TB, cfg Config) *testEnv {
 	e := &testEnv{t: t, agent: api.Agent{ID: "a1", Name: "agent", OwnerID: "owner"},
 		helpers: make(chan *fakeHelper, 16), audit: make(chan string, 1024)}
 	if cfg.Logger == nil {
@@ -204,6 +204,7 @@ type client struct {
 	wmu     sync.Mutex
 	ack     bool
 	drop    bool // do not keep the Rect frames (a flood would fill the test's memory)
+	noPix   bool // do not draw (benchmarks: the gateway's cost, not the viewer's)
 	closing atomic.Bool
 	done    chan struct{}
 	mu      sync.Mutex
@@ -292,6 +293,13 @@ func (c *client) read() {
 		}
 		c.mu.Lock()
 		st := &c.st
+		if c.noPix {
+			switch m.(type) {
+			case Rect, ClipRect, Copy:
+				c.mu.Unlock()
+				continue
+			}
+		}
 		switch m := m.(type) {
 		case Hello:
 			st.hello = m

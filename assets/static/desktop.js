@@ -85,19 +85,20 @@
       for (let i = 0; i < out.length; i += 4) { out[i] = b[1]; out[i + 1] = b[2]; out[i + 2] = b[3]; out[i + 3] = 255; }
       return Promise.resolve(out);
     }
-    const bits = n <= 2 ? 1 : n <= 4 ? 2 : n <= 16 ? 4 : 8;
-    const rb = Math.ceil(w * bits / 8), need = rb * h;
+    const bits = n <= 2 ? 1 : n <= 4 ? 2 : n <= 16 ? 4 : 8, per = 8 / bits, mask = (1 << bits) - 1;
     const comp = b[1 + 3 * n], body = b.subarray(2 + 3 * n);
-    let rows;
-    if (comp === 0) rows = body.length === need ? Promise.resolve(body) : Promise.reject(new Error("palette: " + body.length + " bytes of indices, want " + need));
-    else if (comp === 1) rows = inflate(body, need);
-    else rows = Promise.reject(new Error("palette: compression " + comp));
-    return rows.then(function (r) {
-      const per = 8 / bits, mask = (1 << bits) - 1;
+    // Raw: the indices one after the other; deflate: rows padded to a byte (rb bytes each).
+    const rb = comp === 0 ? 0 : Math.ceil(w * bits / 8);
+    const need = comp === 0 ? Math.ceil(w * h * bits / 8) : rb * h;
+    let idx;
+    if (comp === 0) idx = body.length === need ? Promise.resolve(body) : Promise.reject(new Error("palette: " + body.length + " bytes of indices, want " + need));
+    else if (comp === 1) idx = inflate(body, need);
+    else idx = Promise.reject(new Error("palette: compression " + comp));
+    return idx.then(function (r) {
       for (let y = 0; y < h; y++) {
-        const row = y * rb;
         for (let x = 0; x < w; x++) {
-          const v = bits === 8 ? r[row + x] : (r[row + ((x / per) | 0)] >> (8 - bits * (x % per + 1))) & mask;
+          const i = comp === 0 ? y * w + x : y * rb * per + x; // the index's position, in indices
+          const v = bits === 8 ? r[i] : (r[(i / per) | 0] >> (8 - bits * (i % per + 1))) & mask;
           if (v >= n) throw new Error("palette: index " + v + " of " + n + " colours");
           const o = (y * w + x) * 4, p = 1 + 3 * v;
           out[o] = b[p]; out[o + 1] = b[p + 1]; out[o + 2] = b[p + 2]; out[o + 3] = 255;

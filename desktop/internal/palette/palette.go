@@ -10,8 +10,11 @@
 //	colours     n × (r, g, b)   u8 each
 //	(n ≥ 2 only)
 //	compression u8              0 = raw, 1 = deflate (RFC 1951, no zlib header)
-//	indices     h rows of ceil(w·bits/8) bytes, bits = 1 (n = 2), 2 (n ≤ 4), 4 (n ≤ 16) or 8;
-//	            the first pixel in the most significant bits; raw, or deflated as one stream
+//	indices     bits = 1 (n = 2), 2 (n ≤ 4), 4 (n ≤ 16) or 8 per pixel, the first pixel in the
+//	            most significant bits of a byte. Raw: the w·h indices one after the other,
+//	            ceil(w·h·bits/8) bytes (rows are not padded: a typed character is a few bytes
+//	            less). Deflate: h rows of ceil(w·bits/8) bytes each (rows start on a byte, so
+//	            the same glyph in two rows compresses alike), deflated as one stream.
 //
 // Decode never allocates more than the image needs and rejects indices outside the palette,
 // trailing bytes and a deflated stream that does not inflate to exactly the rows' size.
@@ -85,13 +88,17 @@ func (e *Encoder) Encode(dst, pix []byte, w, h, stride, maxColours int) ([]byte,
 		return dst, true
 	}
 	bits := Bits(n)
-	rb := RowBytes(w, n)
-	if cap(e.packed) < rb*h {
-		e.packed = make([]byte, rb*h)
-	}
-	packed := e.packed[:rb*h]
-	clear(packed)
 	perByte := 8 / bits
+	raw := RawBytes(w, h, n)
+	rb := RowBytes(w, n)
+	if cap(e.packed) < max(rb*h, raw) {
+		e.packed = make([]byte, max(rb*h, raw))
+	}
+	if raw < 24 { // too small for deflate to win: the indices one after the other
+		return append(append(dst, Raw), pack(e.packed[:raw], e.idx[:w*h], bits, perByte)...), true
+	}
+	packed := e.packed[:rb*h] // rows on byte boundaries, for deflate
+	clear(packed)
 	for y := range h {
 		src := e.idx[y*w : (y+1)*w]
 		row := packed[y*rb : (y+1)*rb]
@@ -103,24 +110,38 @@ func (e *Encoder) Encode(dst, pix []byte, w, h, stride, maxColours int) ([]byte,
 			row[x/perByte] |= v << (8 - bits*(x%perByte+1))
 		}
 	}
-	if len(packed) >= 24 {
-		level := flate.BestCompression
-		if len(packed) > 64<<10 {
-			level = flate.BestSpeed // large regions: speed (a 1080p screen of text is ~260 KB of bits)
-		}
-		if e.zw == nil || e.zlevel != level {
-			e.zw, _ = flate.NewWriter(&e.zbuf, level)
-			e.zlevel = level
-		}
-		e.zbuf.Reset()
-		e.zw.Reset(&e.zbuf)
-		e.zw.Write(packed)
-		e.zw.Close()
-		if e.zbuf.Len() < len(packed) {
-			return append(append(dst, Deflate), e.zbuf.Bytes()...), true
-		}
+	level := flate.DefaultCompression
+	if len(packed) > 64<<10 {
+		level = flate.BestSpeed // large regions: speed (a 1080p screen of text is ~260 KB of bits)
 	}
-	return append(append(dst, Raw), packed...), true
+	if e.zw == nil || e.zlevel != level {
+		e.zw, _ = flate.NewWriter(&e.zbuf, level)
+		e.zlevel = level
+	}
+	e.zbuf.Reset()
+	e.zw.Reset(&e.zbuf)
+	e.zw.Write(packed)
+	e.zw.Close()
+	if e.zbuf.Len() < raw {
+		return append(append(dst, Deflate), e.zbuf.Bytes()...), true
+	}
+	return append(append(dst, Raw), pack(e.packed[:raw], e.idx[:w*h], bits, perByte)...), true
+}
+
+// RawBytes is the size of the raw indices of a w×h region of a palette of n colours.
+func RawBytes(w, h, n int) int { return (w*h*Bits(n) + 7) / 8 }
+
+// pack packs the indices one after the other into out (RawBytes long).
+func pack(out, idx []byte, bits, perByte int) []byte {
+	if bits == 8 {
+		copy(out, idx)
+		return out
+	}
+	clear(out)
+	for i, v := range idx {
+		out[i/perByte] |= v << (8 - bits*(i%perByte+1))
+	}
+	return out
 }
 
 // index fills e.idx and e.pal; false when there are more than max colours.
@@ -195,13 +216,25 @@ func Decode(data []byte, w, h int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: no compression byte", ErrBad)
 	}
 	rb := RowBytes(w, n)
+	bits := Bits(n)
+	perByte := 8 / bits
+	mask := byte(1<<bits - 1)
 	var rows []byte
 	switch rest[0] {
 	case Raw:
-		rows = rest[1:]
-		if len(rows) != rb*h {
-			return nil, fmt.Errorf("%w: %d bytes of indices, want %d", ErrBad, len(rows), rb*h)
+		idx := rest[1:]
+		if len(idx) != RawBytes(w, h, n) {
+			return nil, fmt.Errorf("%w: %d bytes of indices, want %d", ErrBad, len(idx), RawBytes(w, h, n))
 		}
+		for i := range w * h {
+			v := idx[i/perByte] >> (8 - bits*(i%perByte+1)) & mask
+			if int(v) >= n {
+				return nil, fmt.Errorf("%w: index %d of a %d-colour palette", ErrBad, v, n)
+			}
+			p := pal[3*int(v):]
+			out[4*i], out[4*i+1], out[4*i+2], out[4*i+3] = p[0], p[1], p[2], 255
+		}
+		return out, nil
 	case Deflate:
 		rows = make([]byte, rb*h)
 		br := bytes.NewReader(rest[1:]) // an io.ByteReader: flate reads no further than its stream
@@ -220,9 +253,6 @@ func Decode(data []byte, w, h int) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("%w: compression %d", ErrBad, rest[0])
 	}
-	bits := Bits(n)
-	perByte := 8 / bits
-	mask := byte(1<<bits - 1)
 	for y := range h {
 		row := rows[y*rb : (y+1)*rb]
 		for x := range w {
