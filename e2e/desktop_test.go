@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"io"
 	"net/http"
 	"strings"
@@ -270,4 +273,124 @@ func TestDesktopInBrowser(t *testing.T) {
 		}
 		screenshot(t, pctx, "desktop-phone")
 	})
+}
+
+// canvasJS is the desktop canvas as a PNG data URL (what the viewer reconstructed).
+const canvasJS = desktopJS + `.canvas.toDataURL("image/png")`
+
+// viewerVsScreen compares a tab's canvas with the display's own screenshot (PNG through the
+// computer-use API): the share of pixels within tol of the screen, and the share equal.
+func viewerVsScreen(t *testing.T, ctx context.Context, g *gateway, agentID string, tol int) (within, equal float64) {
+	t.Helper()
+	durl := eval[string](t, ctx, canvasJS)
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(durl, "data:image/png;base64,"))
+	if err != nil {
+		t.Fatalf("canvas data URL: %v", err)
+	}
+	view, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("canvas PNG: %v", err)
+	}
+	req, _ := http.NewRequest("GET", g.URL+"/api/agents/"+agentID+"/desktop/screenshot?format=png", nil)
+	resp, err := g.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("screenshot: %d %s", resp.StatusCode, body)
+	}
+	screen, err := png.Decode(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("screenshot PNG: %v", err)
+	}
+	if view.Bounds() != screen.Bounds() {
+		t.Fatalf("the canvas is %v, the screen %v", view.Bounds(), screen.Bounds())
+	}
+	n, in, eq := 0, 0, 0
+	b := screen.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r0, g0, b0, _ := screen.At(x, y).RGBA()
+			r1, g1, b1, _ := view.At(x, y).RGBA()
+			d := max(absDiff(r0>>8, r1>>8), absDiff(g0>>8, g1>>8), absDiff(b0>>8, b1>>8))
+			n++
+			if d <= tol {
+				in++
+			}
+			if d == 0 {
+				eq++
+			}
+		}
+	}
+	return float64(in) / float64(n), float64(eq) / float64(n)
+}
+
+func absDiff(a, b uint32) int {
+	if a > b {
+		return int(a - b)
+	}
+	return int(b - a)
+}
+
+// A window dragged on the display reaches the viewer as copies of its own canvas, and what the
+// viewer reconstructs is the screen: in the tab that got the copies, and in a tab opened after
+// (its keyframe draws the moved images clipped, ClipRects).
+func TestDesktopCopiesInBrowser(t *testing.T) {
+	testenv.LookPath(t, "bwrap")
+	testenv.LookPath(t, "Xvfb")
+	testenv.LookPath(t, "xterm")
+	testenv.LookPath(t, "xdotool")
+	g := startGateway(t)
+	agent := g.createAgent(t, "e2e-desktop-copies")
+	requireDesktopSurface(t, g, agent.ID)
+	b := startBrowser(t)
+	ctx := b.ctx
+	login(t, ctx, g.URL, "admin", adminPassword)
+	deskURL := g.URL + "/agents/" + agent.ID + "?tab=desktop"
+	openDesktop(t, ctx, deskURL)
+	// A terminal of text (magenta, yellow text) that stays put.
+	startXterm(t, g, agent.ID, `seq -f 'line %g of the text the window carries' 1 40; exec cat`)
+	waitWindow(t, ctx)
+	time.Sleep(1500 * time.Millisecond)
+	if in, eq := viewerVsScreen(t, ctx, g, agent.ID, 24); in < 0.995 {
+		t.Fatalf("before the drag the canvas matches the screen at %.2f%% of pixels (%.2f%% exactly)", 100*in, 100*eq)
+	}
+	// Drag it: 25 moves right and down, as a window manager moves a window a person drags.
+	var out api.ExecResult
+	g.call(t, "POST", "/api/agents/"+agent.ID+"/exec", api.ExecRequest{Command: []string{"sh", "-c",
+		`export DISPLAY="${DISPLAY:-:0}"; w=$(xdotool search --classname xterm | head -1); for i in $(seq 1 25); do xdotool windowmove "$w" $((i*17)) $((i*9)); sleep 0.04; done`},
+		TimeoutS: 60}, http.StatusOK, &out)
+	if out.ExitCode != 0 {
+		t.Fatalf("xdotool: exit %d: %s%s", out.ExitCode, out.Stdout, out.Stderr)
+	}
+	time.Sleep(1500 * time.Millisecond) // settled
+	copies := eval[int](t, ctx, desktopJS+`.stats().copies`)
+	in, eq := viewerVsScreen(t, ctx, g, agent.ID, 24)
+	t.Logf("after the drag: %d copies drawn; canvas = screen at %.3f%% of pixels, %.3f%% exactly", copies, 100*in, 100*eq)
+	if copies == 0 {
+		t.Errorf("the drag reached the viewer without a single copy")
+	}
+	if in < 0.995 {
+		t.Errorf("after the drag the canvas matches the screen at %.2f%% of pixels, want ≥ 99.5%%", 100*in)
+	}
+	if errs := eval[int](t, ctx, desktopJS+`.stats().decodeErrors`); errs != 0 {
+		t.Errorf("%d rects did not decode", errs)
+	}
+
+	// A tab opened now gets a keyframe that draws the moved window from the gateway's model.
+	pctx, cancel := chromedp.NewContext(ctx)
+	defer cancel()
+	if err := chromedp.Do(pctx); err != nil {
+		t.Fatalf("open a second tab: %v", err)
+	}
+	b.watchConsole(t, pctx, "second tab")
+	openDesktop(t, pctx, deskURL)
+	time.Sleep(time.Second)
+	in2, eq2 := viewerVsScreen(t, pctx, g, agent.ID, 24)
+	t.Logf("a tab opened after the drag: canvas = screen at %.3f%% of pixels, %.3f%% exactly", 100*in2, 100*eq2)
+	if in2 < 0.995 {
+		t.Errorf("the late tab's canvas matches the screen at %.2f%% of pixels, want ≥ 99.5%%", 100*in2)
+	}
 }
