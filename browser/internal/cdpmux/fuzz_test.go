@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -29,12 +30,17 @@ func FuzzFromBrowser(f *testing.F) {
 		`{"id":2147483647,"error":{"code":-32000,"message":"x"}}`,
 		`{"id":1,"result":{},"sessionId":"\u0000"}`,
 		`[1,2]`, `{"id":1e9}`, `null`,
+		`{"id":1,"result":{"sessionId":"P1"},"sessionId":"P1"}`,
+		`{"method":"Target.detachedFromTarget","params":{"sessionId":"S"}}`,
+		`{"method":"Target.attachedToTarget","sessionId":"S","params":{"sessionId":"` + strings.Repeat("L", 200) + `"}}`,
+		`{"method":"A.b","sessionId":"` + strings.Repeat("L", 200) + `"}`,
+		`{"method":"A.b","params":` + strings.Repeat("[", 20000) + `}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := &Mux{cfg: Config{MaxMessage: 1 << 20, MaxPending: 8, MaxSessions: 8, QueueMessages: 64, QueueBytes: 1 << 20,
-			ExitMethod: "Porthole.browserExited"},
+			MuxQueueBytes: 2 << 20, OutBytes: 1 << 20, ExitMethod: "Porthole.browserExited"},
 			log: slog.New(slog.NewTextHandler(io.Discard, nil)), conn: nopConn{}, out: make(chan []byte, 64),
 			done: make(chan struct{}), pending: map[uint32]*call{}, sessions: map[string]*Client{}, clients: map[*Client]struct{}{}}
 		c := &Client{m: m, name: "c", root: "S", sessions: map[string]struct{}{"P1": {}}, notify: make(chan struct{}, 1), closed: make(chan struct{})}
@@ -51,6 +57,25 @@ func FuzzFromBrowser(f *testing.F) {
 		}
 		if len(c.sessions) > m.cfg.MaxSessions || len(m.sessions) > m.cfg.MaxSessions+1 {
 			t.Fatalf("sessions over the bound: %d", len(c.sessions))
+		}
+		for sid := range m.sessions {
+			if len(sid) > MaxSessionID {
+				t.Fatalf("a session id of %d bytes is tracked", len(sid))
+			}
+		}
+		if m.queued.Load() != int64(c.qbytes) {
+			t.Fatalf("queued bytes %d, the client's queue %d", m.queued.Load(), c.qbytes)
+		}
+		// A reply names only the session the client used (none here: pending 1 was sent
+		// to its browser session).
+		for _, out := range c.queue {
+			var r struct {
+				ID        *int    `json:"id"`
+				SessionID *string `json:"sessionId"`
+			}
+			if json.Unmarshal(out, &r) == nil && r.ID != nil && r.SessionID != nil {
+				t.Fatalf("a reply names session %q: %q", *r.SessionID, out)
+			}
 		}
 	})
 }

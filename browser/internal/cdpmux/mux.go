@@ -22,8 +22,14 @@
 //   - A slow client never blocks the others: each has a bounded queue (messages and bytes);
 //     a client that overflows it is closed with ErrSlowClient.
 //   - At most Config.MaxClients clients share one browser.
-//   - Browser.close from a client is answered locally (the browser is shared); Browser.crash
-//     is refused.
+//   - Browser.close from a client is answered locally (the browser is shared); Browser.crash,
+//     methods that open a TCP port (Tethering.bind) and Target.exposeDevToolsProtocol are
+//     refused for every client (Refused).
+//   - Memory is bounded per mux, whatever the browser or the clients do: besides each
+//     client's queue, all clients' queues together (Config.MuxQueueBytes: the client with the
+//     longest queue is closed as slow) and the calls waiting for the browser connection's
+//     writer (Config.OutBytes: senders wait) are bounded in bytes; session ids from the
+//     browser are at most MaxSessionID bytes.
 package cdpmux
 
 import (
@@ -36,6 +42,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -57,6 +64,15 @@ const (
 	DefaultQueueBytes    = 128 << 20
 	// DefaultMaxClients on one browser (each is a browser session in Chromium).
 	DefaultMaxClients = 64
+	// DefaultMuxQueueBytes bounds all clients' queues of one mux together (a browser that
+	// floods every client of its own cannot make the gateway hold MaxClients × QueueBytes).
+	DefaultMuxQueueBytes = 256 << 20
+	// DefaultOutBytes bounds the calls queued for the browser connection's writer (a browser
+	// that stops reading its pipe while clients send large calls).
+	DefaultOutBytes = 128 << 20
+	// MaxSessionID is the longest session id accepted from the browser (Chromium's are 32
+	// hex digits); a message with a longer one is dropped, so that session maps hold short keys.
+	MaxSessionID = 128
 	// writeQueue is how many messages wait for the browser connection's writer.
 	writeQueue = 256
 	// attachTimeout bounds NewClient's wait for the browser session.
@@ -86,6 +102,8 @@ type Config struct {
 	MaxSessions   int
 	QueueMessages int
 	QueueBytes    int
+	MuxQueueBytes int
+	OutBytes      int
 	Logger        *slog.Logger
 	// OnIdle, if set, is called (without locks held) whenever the last client closed.
 	OnIdle func()
@@ -112,11 +130,18 @@ type Mux struct {
 	sessions map[string]*Client   // session id → owner
 	clients  map[*Client]struct{} // open clients
 	dropped  int                  // messages dropped (logged every 100)
+
+	queued atomic.Int64 // bytes in all clients' queues (Config.MuxQueueBytes)
+
+	outMu    sync.Mutex
+	outBytes int           // bytes of the calls in out (Config.OutBytes)
+	outFreed chan struct{} // closed (and replaced) whenever outBytes went down
 }
 
 type call struct {
 	client   *Client         // nil: the mux's own call
 	clientID json.RawMessage // the client's id, returned as it was
+	session  string          // the client's session the call went to ("" = its browser session)
 	method   string
 	reply    chan *msg // the mux's own calls
 }
@@ -140,6 +165,12 @@ func New(conn io.ReadWriteCloser, cfg Config) *Mux {
 	}
 	if cfg.QueueBytes <= 0 {
 		cfg.QueueBytes = DefaultQueueBytes
+	}
+	if cfg.MuxQueueBytes <= 0 {
+		cfg.MuxQueueBytes = DefaultMuxQueueBytes
+	}
+	if cfg.OutBytes <= 0 {
+		cfg.OutBytes = DefaultOutBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -230,7 +261,9 @@ func (m *Mux) writer() {
 	for {
 		select {
 		case b := <-m.out:
-			if err := WriteMessage(m.conn, b); err != nil {
+			err := WriteMessage(m.conn, b)
+			m.outRelease(len(b))
+			if err != nil {
 				m.fail(fmt.Errorf("%w: write: %v", ErrBrowserGone, err))
 				return
 			}
@@ -265,10 +298,13 @@ func (m *Mux) reader() error {
 // drop logs a dropped message from the browser (rate-limited).
 func (m *Mux) drop(why string, err error) {
 	m.mu.Lock()
-	m.dropped++
-	n := m.dropped
+	m.dropLocked(why, err)
 	m.mu.Unlock()
-	if n <= 10 || n%100 == 0 {
+}
+
+func (m *Mux) dropLocked(why string, err error) {
+	m.dropped++
+	if n := m.dropped; n <= 10 || n%1000 == 0 {
 		m.log.Warn("cdpmux: dropped a message from the browser", "why", why, "err", err, "dropped", n)
 	}
 }
@@ -292,6 +328,9 @@ func DecodeBrowser(b []byte) (*msg, uint32, error) {
 	var x msg
 	if err := json.Unmarshal(b, &x); err != nil {
 		return nil, 0, err
+	}
+	if len(x.SessionID) > MaxSessionID {
+		return nil, 0, fmt.Errorf("a sessionId of %d bytes (at most %d)", len(x.SessionID), MaxSessionID)
 	}
 	if x.ID == nil {
 		if x.Method == "" {
@@ -430,23 +469,26 @@ func (m *Mux) reply(x *msg, id uint32) {
 		c.reply <- x // buffered, one reply
 		return
 	}
-	sid := x.SessionID
-	if sid == c.client.root {
-		sid = ""
-	}
-	c.client.push(encode(c.clientID, "", sid, nil, x.Result, x.Error))
+	// The reply names the session the client called, whatever the browser says: a client
+	// never sees a session id it did not use.
+	c.client.push(encode(c.clientID, "", c.session, nil, x.Result, x.Error))
 }
 
 // ownLocked records session sid as c's (bounded per client).
 func (m *Mux) ownLocked(c *Client, sid string) {
+	if len(sid) > MaxSessionID {
+		m.dropLocked("a session id over the length limit", fmt.Errorf("%d bytes", len(sid)))
+		return
+	}
 	if owner, ok := m.sessions[sid]; ok {
 		if owner != c {
-			m.log.Warn("cdpmux: a session id already owned by another client; ignored", "session", sid)
+			m.dropLocked("a session id already owned by another client", nil)
 		}
 		return
 	}
 	if len(c.sessions) >= m.cfg.MaxSessions {
-		m.log.Warn("cdpmux: a client is at its session limit; a new session is not routed", "client", c.name, "limit", m.cfg.MaxSessions)
+		m.dropLocked("a client at its session limit: a new session is not routed",
+			fmt.Errorf("client %s, limit %d", c.name, m.cfg.MaxSessions))
 		return
 	}
 	m.sessions[sid] = c
@@ -457,7 +499,7 @@ func (m *Mux) event(x *msg) {
 	if x.SessionID == "" {
 		m.mu.Lock()
 		if x.Method == "Target.detachedFromTarget" {
-			m.detachedLocked(x.Params)
+			m.detachedLocked(nil, x.Params)
 		}
 		clients := make([]*Client, 0, len(m.clients))
 		for c := range m.clients {
@@ -486,7 +528,7 @@ func (m *Mux) event(x *msg) {
 			m.ownLocked(c, p.SessionID)
 		}
 	case "Target.detachedFromTarget":
-		m.detachedLocked(x.Params)
+		m.detachedLocked(c, x.Params)
 	}
 	m.mu.Unlock()
 	sid := x.SessionID
@@ -496,15 +538,17 @@ func (m *Mux) event(x *msg) {
 	c.push(encode(nil, x.Method, sid, x.Params, nil, nil))
 }
 
-// detachedLocked forgets the session a Target.detachedFromTarget event names.
-func (m *Mux) detachedLocked(params json.RawMessage) {
+// detachedLocked forgets the session a Target.detachedFromTarget event names: on a session
+// of client by, only one of by's own (an event on one client's session never unroutes
+// another's); at the root (by nil), any but a client's browser session.
+func (m *Mux) detachedLocked(by *Client, params json.RawMessage) {
 	var p struct {
 		SessionID string `json:"sessionId"`
 	}
 	if json.Unmarshal(params, &p) != nil || p.SessionID == "" {
 		return
 	}
-	if c, ok := m.sessions[p.SessionID]; ok {
+	if c, ok := m.sessions[p.SessionID]; ok && (by == nil || c == by) && p.SessionID != c.root {
 		delete(m.sessions, p.SessionID)
 		delete(c.sessions, p.SessionID)
 	}
@@ -574,15 +618,50 @@ func (m *Mux) newIDLocked() uint32 {
 	}
 }
 
+// enqueue queues b for the writer, waiting while the queued calls are over Config.OutBytes
+// (one call always fits).
 func (m *Mux) enqueue(ctx context.Context, b []byte) error {
+	for {
+		m.outMu.Lock()
+		if m.outBytes == 0 || m.outBytes+len(b) <= m.cfg.OutBytes {
+			m.outBytes += len(b)
+			m.outMu.Unlock()
+			break
+		}
+		if m.outFreed == nil {
+			m.outFreed = make(chan struct{})
+		}
+		freed := m.outFreed
+		m.outMu.Unlock()
+		select {
+		case <-freed:
+		case <-m.done:
+			return m.Err()
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
 	select {
 	case m.out <- b:
 		return nil
 	case <-m.done:
+		m.outRelease(len(b))
 		return m.Err()
 	case <-ctx.Done():
+		m.outRelease(len(b))
 		return context.Cause(ctx)
 	}
+}
+
+// outRelease returns n bytes of the writer's budget and wakes the senders waiting for it.
+func (m *Mux) outRelease(n int) {
+	m.outMu.Lock()
+	m.outBytes -= n
+	if m.outFreed != nil {
+		close(m.outFreed)
+		m.outFreed = nil
+	}
+	m.outMu.Unlock()
 }
 
 // Client is one CDP client's share of the browser (safe for concurrent use).
@@ -590,7 +669,7 @@ type Client struct {
 	m      *Mux
 	name   string
 	root   string // the client's browser-level session
-	filter func(method string) error
+	filter func(method string, params json.RawMessage) error
 
 	// Under m.mu:
 	inFlight int
@@ -604,9 +683,10 @@ type Client struct {
 	closed chan struct{}
 }
 
-// NewClient opens a client named name (for logs); filter, if set, may refuse a call by
-// method (the error's text goes back to the client as a CDP error; the call is not sent).
-func (m *Mux) NewClient(ctx context.Context, name string, filter func(method string) error) (*Client, error) {
+// NewClient opens a client named name (for logs); filter, if set, may refuse a call by its
+// method and params (the error's text goes back to the client as a CDP error; the call is
+// not sent).
+func (m *Mux) NewClient(ctx context.Context, name string, filter func(method string, params json.RawMessage) error) (*Client, error) {
 	m.mu.Lock()
 	n := len(m.clients)
 	m.mu.Unlock()
@@ -657,8 +737,35 @@ func (c *Client) Err() error {
 	return c.err
 }
 
-// push queues b for the client, closing the client if its queue overflows.
+// Refused says why method may not be called by any client of a shared browser ("" = it
+// may). The agent owns its browser, so almost every method is its to call (navigation to
+// file:// shows the sandbox's own files, downloads land in the sandbox, Storage and
+// SystemInfo describe its own browser); refused are those that end the browser for the
+// others, open a TCP port (CDP is on a pipe and no port is ever opened) or hand CDP to web
+// content. docs/browser-cdp.md lists them.
+func Refused(method string) string {
+	switch method {
+	case "Browser.crash", "Browser.crashGpuProcess":
+		return "the browser is shared with the live view and the other clients"
+	case "Tethering.bind", "Tethering.unbind":
+		return "it opens a TCP port in the sandbox, and no port is ever opened for the browser (CDP is on a pipe)"
+	case "Target.exposeDevToolsProtocol":
+		return "it would give the page's scripts (any web content) a CDP connection of their own"
+	}
+	return ""
+}
+
+// push queues b for the client, closing the client if its queue overflows, and closing the
+// mux's client with the longest queue if all queues together are over MuxQueueBytes.
 func (c *Client) push(b []byte) {
+	m := c.m
+	if m.queued.Load()+int64(len(b)) > int64(m.cfg.MuxQueueBytes) {
+		if v := m.longestQueue(); v != nil {
+			m.log.Warn("cdpmux: the clients' queues together are over the limit; closing the client with the longest",
+				"client", v.name, "limit", m.cfg.MuxQueueBytes)
+			v.closeWith(ErrSlowClient)
+		}
+	}
 	c.qmu.Lock()
 	if c.err != nil {
 		c.qmu.Unlock()
@@ -673,6 +780,7 @@ func (c *Client) push(b []byte) {
 	}
 	c.queue = append(c.queue, b)
 	c.qbytes += len(b)
+	m.queued.Add(int64(len(b)))
 	c.qmu.Unlock()
 	select {
 	case c.notify <- struct{}{}:
@@ -701,11 +809,12 @@ func (c *Client) Send(ctx context.Context, b []byte) error {
 		// The browser is shared with other clients (and the people watching): closing the
 		// connection is this client's way to leave.
 		return answer(json.RawMessage(`{}`), nil)
-	case "Browser.crash", "Browser.crashGpuProcess":
-		return answer(nil, cdpError(-32000, x.Method+" is not allowed: the browser is shared"))
+	}
+	if why := Refused(x.Method); why != "" {
+		return answer(nil, cdpError(-32000, "porthole: "+x.Method+" is not allowed: "+why))
 	}
 	if c.filter != nil {
-		if err := c.filter(x.Method); err != nil {
+		if err := c.filter(x.Method, x.Params); err != nil {
 			return answer(nil, cdpError(-32000, err.Error()))
 		}
 	}
@@ -731,7 +840,7 @@ func (c *Client) Send(ctx context.Context, b []byte) error {
 		return answer(nil, cdpError(-32000, fmt.Sprintf("porthole: too many calls in flight (%d): wait for replies", m.cfg.MaxPending)))
 	}
 	id := m.newIDLocked()
-	m.pending[id] = &call{client: c, clientID: x.ID, method: x.Method}
+	m.pending[id] = &call{client: c, clientID: x.ID, session: x.SessionID, method: x.Method}
 	c.inFlight++
 	m.mu.Unlock()
 	out := encode([]byte(strconv.FormatUint(uint64(id), 10)), x.Method, sid, x.Params, nil, nil)
@@ -751,6 +860,7 @@ func (c *Client) Recv(ctx context.Context) ([]byte, error) {
 			c.queue[0] = nil
 			c.queue = c.queue[1:]
 			c.qbytes -= len(b)
+			c.m.queued.Add(-int64(len(b)))
 			c.qmu.Unlock()
 			return b, nil
 		}
@@ -768,14 +878,35 @@ func (c *Client) Recv(ctx context.Context) ([]byte, error) {
 	}
 }
 
+// longestQueue is the open client holding the most queued bytes (nil if none holds any).
+func (m *Mux) longestQueue() *Client {
+	m.mu.Lock()
+	clients := make([]*Client, 0, len(m.clients))
+	for c := range m.clients {
+		clients = append(clients, c)
+	}
+	m.mu.Unlock()
+	var v *Client
+	most := 0
+	for _, c := range clients {
+		c.qmu.Lock()
+		n := c.qbytes
+		c.qmu.Unlock()
+		if n > most {
+			v, most = c, n
+		}
+	}
+	return v
+}
+
 // Close detaches the client; the browser goes on for the others.
 func (c *Client) Close() error {
 	c.closeWith(ErrClosed)
 	return nil
 }
 
-// end marks the client ended: Recv returns what was queued, then err (a slow client's
-// backlog is dropped at once).
+// end marks the client ended: when the browser went away, Recv returns what was queued,
+// then err; otherwise (closed, too slow) the backlog is dropped at once.
 func (c *Client) end(err error) bool {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
@@ -783,8 +914,9 @@ func (c *Client) end(err error) bool {
 		return false
 	}
 	c.err = err
-	if !errors.Is(err, ErrBrowserGone) && err != ErrClosed {
-		c.queue, c.qbytes = nil, 0 // a slow client's backlog is dropped
+	if !errors.Is(err, ErrBrowserGone) {
+		c.m.queued.Add(-int64(c.qbytes))
+		c.queue, c.qbytes = nil, 0
 	}
 	close(c.closed)
 	return true

@@ -276,6 +276,7 @@ func TestSlowClient(t *testing.T) {
 			_, err := fast.Recv(ctx)
 			cancel()
 			if err != nil {
+				t.Logf("fast: %v", err)
 				break
 			}
 			n++
@@ -355,7 +356,7 @@ func TestFilterAndIdle(t *testing.T) {
 	checkGoroutines(t)
 	idle := make(chan struct{}, 1)
 	m, f := newFake(t, Config{OnIdle: func() { idle <- struct{}{} }})
-	c, err := m.NewClient(context.Background(), "auto", func(method string) error {
+	c, err := m.NewClient(context.Background(), "auto", func(method string, _ json.RawMessage) error {
 		if strings.HasPrefix(method, "Input.") {
 			return errors.New("alice holds control")
 		}
