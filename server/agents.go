@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -124,6 +126,7 @@ func (s *Server) createAgent(c echo.Context) error {
 		return internalError("creating the agent", err)
 	}
 	a.Access = effectiveAccess(p.user.User, a)
+	s.dash.agentChanged(a.ID)
 	s.audit(c, api.AuditEvent{Action: "agent.create", AgentID: a.ID, Detail: agentDetail(a)})
 	return c.JSON(http.StatusCreated, a)
 }
@@ -173,6 +176,7 @@ func (s *Server) updateAgent(c echo.Context) error {
 		s.stopAgent(ctx, a.ID, false)
 	}
 	a.Access = effectiveAccess(p.user.User, a)
+	s.dash.agentChanged(a.ID)
 	s.audit(c, api.AuditEvent{Action: "agent.update", AgentID: a.ID, Detail: agentDetail(a)})
 	return c.JSON(http.StatusOK, a)
 }
@@ -187,6 +191,7 @@ func (s *Server) deleteAgent(c echo.Context) error {
 		return internalError("deleting the agent", err)
 	}
 	s.stopAgent(ctx, a.ID, true)
+	s.dash.agentChanged(a.ID)
 	s.audit(c, api.AuditEvent{Action: "agent.delete", AgentID: a.ID, Detail: agentDetail(a)})
 	return c.NoContent(http.StatusNoContent)
 }
@@ -205,7 +210,7 @@ func (s *Server) stopAgent(ctx context.Context, id string, purge bool) {
 }
 
 func (s *Server) listTokens(c echo.Context) error {
-	ts, err := s.st.ListTokens(c.Request().Context(), agentOf(c).ID)
+	ts, err := s.st.ListNamedTokens(c.Request().Context(), agentOf(c).ID)
 	if err != nil {
 		return internalError("listing tokens", err)
 	}
@@ -219,13 +224,27 @@ func (s *Server) listTokens(c echo.Context) error {
 
 func (s *Server) createToken(c echo.Context) error {
 	a := agentOf(c)
+	var req api.CreateTokenRequest
+	if r := c.Request(); r.ContentLength != 0 {
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+	}
+	name := strings.TrimSpace(req.Name)
+	if utf8.RuneCountInString(name) > store.MaxTokenName || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return errorf(http.StatusBadRequest, nil, "a token name is at most %d printable characters", store.MaxTokenName)
+	}
 	secret := TokenPrefix + newSecret()
-	t, err := s.st.CreateToken(c.Request().Context(), a.ID, sha(secret))
+	t, err := s.st.CreateNamedToken(c.Request().Context(), a.ID, sha(secret), name)
 	if err != nil {
 		return internalError("creating the token", err)
 	}
 	t.Secret = secret
-	s.audit(c, api.AuditEvent{Action: "token.create", AgentID: a.ID, Detail: "token " + t.ID})
+	detail := "token " + t.ID
+	if name != "" {
+		detail += " " + strconv.Quote(name)
+	}
+	s.audit(c, api.AuditEvent{Action: "token.create", AgentID: a.ID, Detail: detail})
 	return c.JSON(http.StatusCreated, t)
 }
 

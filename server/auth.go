@@ -178,7 +178,7 @@ func (s *Server) login(c echo.Context) error {
 	failed = false
 	s.limiter.succeeded(u.Username, addr, s.now())
 	value := newSecret()
-	if err := s.st.CreateSession(ctx, u.ID, sha(value), s.now().Add(sessionTTL)); err != nil {
+	if err := s.st.CreateSessionInfo(ctx, u.ID, sha(value), s.now().Add(sessionTTL), c.Request().UserAgent(), ip); err != nil {
 		return internalError("creating the session", err)
 	}
 	c.SetCookie(s.sessionCookie(c, value, int(sessionTTL/time.Second)))

@@ -16,6 +16,40 @@ import (
 
 func (s *Server) healthz(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }
 
+// auditQuery reads the audit log's filters: user (the actor: a username or token:<id>),
+// surface, action (exact, or a prefix ending in "."), since and until (RFC 3339).
+func auditQuery(c echo.Context, q *store.AuditQuery) error {
+	q.Actor = c.QueryParam("user")
+	if len(q.Actor) > 200 {
+		return errorf(http.StatusBadRequest, nil, "user is too long")
+	}
+	if v := c.QueryParam("surface"); v != "" {
+		if !slices.Contains(api.Surfaces, api.Surface(v)) {
+			return errorf(http.StatusBadRequest, nil, "surface %q is not one of terminal, desktop, browser", truncate(v, 40))
+		}
+		q.Surface = api.Surface(v)
+	}
+	q.Action = c.QueryParam("action")
+	if len(q.Action) > 100 {
+		return errorf(http.StatusBadRequest, nil, "action is too long")
+	}
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		v := c.QueryParam(t.name)
+		if v == "" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return errorf(http.StatusBadRequest, nil, "%s must be a time like 2026-05-01T09:00:00Z", t.name)
+		}
+		*t.dst = at
+	}
+	return nil
+}
+
 // Readiness is the body of GET /readyz.
 type Readiness struct {
 	Ready    bool                  `json:"ready"`
@@ -53,12 +87,16 @@ func (s *Server) readyz(c echo.Context) error {
 	return c.JSON(status, r)
 }
 
-// listAudit: GET /api/audit?agent=ID&limit=N&before=ID. Admins read everything; anyone
-// else only the events of agents they own.
+// listAudit: GET /api/audit?agent=ID&user=NAME&surface=S&action=A&since=T&until=T&limit=N&before=ID.
+// Admins read everything; anyone else only the events of agents they own.
 func (s *Server) listAudit(c echo.Context) error {
 	p := principalOf(c)
 	ctx := c.Request().Context()
-	var f store.AuditFilter
+	var q store.AuditQuery
+	if err := auditQuery(c, &q); err != nil {
+		return err
+	}
+	f := &q.AuditFilter
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
@@ -100,7 +138,7 @@ func (s *Server) listAudit(c echo.Context) error {
 		}
 		f.AgentIDs = own
 	}
-	evs, err := s.st.ListAudit(ctx, f)
+	evs, err := s.st.ListAuditQuery(ctx, q)
 	if err != nil {
 		return internalError("reading the audit log", err)
 	}

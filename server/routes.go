@@ -32,6 +32,10 @@ func (s *Server) routes(web http.Handler) *echo.Echo {
 	e.POST("/api/session", s.login, allowed(anyone))
 	e.DELETE("/api/session", s.logout, allowed(user))
 	e.GET("/api/me", s.me, allowed(user))
+	e.GET("/api/sessions", s.listSessions, allowed(user))
+	e.DELETE("/api/sessions", s.deleteOtherSessions, allowed(user))
+	e.DELETE("/api/sessions/:sid", s.deleteSession, allowed(user))
+	e.GET("/api/dashboard", s.dashboard, allowed(user))
 
 	e.GET("/api/users", s.listUsers, allowed(admin))
 	e.POST("/api/users", s.createUser, allowed(admin))
@@ -75,7 +79,7 @@ func (s *Server) routes(web http.Handler) *echo.Echo {
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
 
-	w := echo.WrapHandler(web)
+	w := s.pages(web)
 	e.GET("/*", w)
 	e.HEAD("/*", w)
 	return e

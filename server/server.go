@@ -100,6 +100,7 @@ type Server struct {
 	echo     *echo.Echo
 	metrics  *metrics
 	limiter  *loginGuard
+	dash     *dashHub
 	origins  map[string]bool
 	hosts    hostAllow
 	limits   LimitPolicy
@@ -171,6 +172,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sockets: map[*websocket.Conn]socketInfo{},
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.dash = newDashHub(s)
 	fail := func(err error) (*Server, error) {
 		s.cancel(err)
 		s.closeSurfaces()
@@ -198,6 +200,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			DefaultLimits:       limits.Default,
 			Logger:              cfg.Logger.With("part", "bridges"),
 			BrowserProfile:      s.lentProfileID,
+			OnState:             s.dash.onHelper,
 		})
 		if err != nil {
 			return fail(fmt.Errorf("start backends: %w", err))
@@ -287,6 +290,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			ws.WriteControl(websocket.CloseMessage,
 				websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), deadline)
 		}
+		s.dash.close()
 		s.cancel(ErrShutdown)
 		s.closeSurfaces()
 		for _, ws := range socks {
@@ -369,7 +373,8 @@ func (s *Server) surfaceEnv(sf api.Surface) surface.Env {
 			s.appendAudit(s.ctx, api.AuditEvent{Actor: actor, Action: string(sf) + "." + action, AgentID: agent.ID,
 				Surface: sf, Mode: v.Mode, Detail: detail})
 		},
-		Logger: s.log.With("part", string(sf)),
+		Logger:  s.log.With("part", string(sf)),
+		Changed: s.dash.surfaceChanged,
 	}
 	if o, ok := s.bridge.(streamOpener); ok {
 		env.Open = func(ctx context.Context, agent api.Agent, kind string) (net.Conn, error) {

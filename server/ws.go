@@ -35,23 +35,35 @@ type socketInfo struct {
 	session string // hex SHA-256 of the session cookie ("" for a token)
 	tokenID string
 	agentID string
+	// A surface's WebSocket (the dashboard shows who is attached): "" for the dashboard's own.
+	surface api.Surface
+	mode    api.Level
+	name    string // the viewer's name
 }
 
 // track registers an open WebSocket for Shutdown and kick; false once the gateway is closing.
 func (s *Server) track(ws *websocket.Conn, info socketInfo) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closing {
+		s.mu.Unlock()
 		return false
 	}
 	s.sockets[ws] = info
+	s.mu.Unlock()
+	if info.agentID != "" {
+		s.dash.attached(info.agentID)
+	}
 	return true
 }
 
 func (s *Server) untrack(ws *websocket.Conn) {
 	s.mu.Lock()
+	info, ok := s.sockets[ws]
 	delete(s.sockets, ws)
 	s.mu.Unlock()
+	if ok && info.agentID != "" {
+		s.dash.attached(info.agentID)
+	}
 }
 
 // kick closes every WebSocket that match selects, with close code 1008 and reason: the access
@@ -142,7 +154,8 @@ func (s *Server) serveWS(c echo.Context, sf api.Surface, path string,
 		return nil // the upgrader has answered (JSON, via its Error func)
 	}
 	c.Set(upgradedKey, true)
-	info := socketInfo{userID: p.user.ID, agentID: a.ID}
+	v := s.viewerOf(c, sf)
+	info := socketInfo{userID: p.user.ID, agentID: a.ID, surface: sf, mode: mode, name: v.Name}
 	if p.token != nil {
 		info.tokenID = p.token.ID
 	} else {
@@ -159,7 +172,6 @@ func (s *Server) serveWS(c echo.Context, sf api.Surface, path string,
 	gauge.Inc()
 	defer gauge.Dec()
 
-	v := s.viewerOf(c, sf)
 	log := s.log.With("agent", a.ID, "surface", sf, "actor", p.actor(), "mode", mode, "remote", c.RealIP(), "conn", v.Conn)
 	if path != "" {
 		log = log.With("route", path)

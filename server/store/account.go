@@ -87,7 +87,8 @@ WHERE user_id = ? AND expires_at > ? ORDER BY created_at DESC, hash`), userID, s
 	return out, nil
 }
 
-// MaxTokenName bounds an agent token's name.
+// MaxTokenName bounds an agent token's name, in characters (the store keeps at most four
+// bytes per character).
 const MaxTokenName = 64
 
 // CreateNamedToken is CreateToken with a name for people.
@@ -96,7 +97,7 @@ func (s *Store) CreateNamedToken(ctx context.Context, agentID string, hash []byt
 	if err != nil {
 		return api.Token{}, fmt.Errorf("create token: %w", err)
 	}
-	t := api.Token{ID: newID(), AgentID: agentID, Name: clip(name, MaxTokenName)}
+	t := api.Token{ID: newID(), AgentID: agentID, Name: clip(name, 4*MaxTokenName)}
 	created := s.nowMicro()
 	t.CreatedAt = fromMicro(created)
 	_, err = s.w.ExecContext(ctx, s.rebind(`INSERT INTO agent_tokens (id, agent_id, hash, created_at, name) VALUES (?, ?, ?, ?, ?)`),
