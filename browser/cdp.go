@@ -56,6 +56,7 @@ type cdpState struct {
 	// connection id, for automating.
 	autoMu     sync.Mutex
 	automation map[string]map[uint64]Viewer
+	autoSlots  map[string]int // automation connections open or opening, by agent (maxAutomation)
 }
 
 // agentCDP is one agent's browser connection.

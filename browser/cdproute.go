@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -35,10 +36,17 @@ const (
 	// cdpWriteTimeout bounds one write to an automation client.
 	cdpWriteTimeout = 30 * time.Second
 	cdpPingEvery    = 30 * time.Second
+	// maxAutomation is how many automation connections one agent's browser takes at once:
+	// well under cdpmux.DefaultMaxClients, so that the agent's automation can never take
+	// every client slot and lock the people watching (the live view) out.
+	maxAutomation = 16
 )
 
 // errNotOwner is the refusal of a caller who may drive but not automate.
 var errNotOwner = errors.New("only the agent's own token or the agent's owner may connect a CDP client to its browser")
+
+// errTooManyAutomation refuses an automation connection beyond maxAutomation.
+var errTooManyAutomation = fmt.Errorf("too many automation connections to this agent's browser (at most %d at once): close one first", maxAutomation)
 
 func (s *Service) cdpRoutes() []surface.Route {
 	version := func(w http.ResponseWriter, r *http.Request, agent api.Agent, v Viewer) {
@@ -88,6 +96,12 @@ func (s *Service) serveCDP(ctx context.Context, ws *websocket.Conn, agent api.Ag
 			websocket.FormatCloseMessage(websocket.ClosePolicyViolation, errNotOwner.Error()), time.Now().Add(time.Second))
 		return errNotOwner
 	}
+	if !s.reserveAutomation(agent.ID) {
+		ws.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.ClosePolicyViolation, errTooManyAutomation.Error()), time.Now().Add(time.Second))
+		return errTooManyAutomation
+	}
+	defer s.releaseAutomation(agent.ID)
 	who := v.ID
 	if v.Token != "" {
 		who = "token:" + v.Token
@@ -206,6 +220,28 @@ func cdpTruncate(s string, n int) string {
 func (s *Service) cdpAudit(agent api.Agent, v Viewer, action, detail string) {
 	if s.cfg.OnCall != nil {
 		s.cfg.OnCall(agent, v, action, detail)
+	}
+}
+
+// reserveAutomation takes one of agentID's maxAutomation connection slots (false: none left).
+func (s *Service) reserveAutomation(agentID string) bool {
+	s.autoMu.Lock()
+	defer s.autoMu.Unlock()
+	if s.autoSlots == nil {
+		s.autoSlots = map[string]int{}
+	}
+	if s.autoSlots[agentID] >= maxAutomation {
+		return false
+	}
+	s.autoSlots[agentID]++
+	return true
+}
+
+func (s *Service) releaseAutomation(agentID string) {
+	s.autoMu.Lock()
+	defer s.autoMu.Unlock()
+	if s.autoSlots[agentID]--; s.autoSlots[agentID] <= 0 {
+		delete(s.autoSlots, agentID)
 	}
 }
 

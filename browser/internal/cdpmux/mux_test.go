@@ -266,7 +266,7 @@ func TestPendingBound(t *testing.T) {
 // ErrSlowClient; the other client keeps getting its messages.
 func TestSlowClient(t *testing.T) {
 	checkGoroutines(t)
-	m, f := newFake(t, Config{QueueMessages: 10})
+	m, f := newFake(t, Config{QueueMessages: 30})
 	slow, fast := newC(t, m, "slow"), newC(t, m, "fast")
 	got := make(chan int, 1)
 	go func() {
