@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -78,41 +77,15 @@ func (s *Service) initCDP() {
 // errCDPClosed: the gateway is shutting down.
 var errCDPClosed = errors.New("browser: the gateway is closing")
 
-// agentHome is the agent's home inside its sandbox: downloads may be directed under it only.
-const agentHome = "/home/agent"
-
-// downloadPathAllowed refuses a download behaviour whose downloadPath is outside the agent's
-// home: Chromium's download behaviour is one per browser context, shared by every client, so
-// a client could otherwise send the live view's downloads (listed from
-// /home/agent/Downloads) elsewhere, e.g. into a lent profile or /tmp.
-func downloadPathAllowed(method string, params json.RawMessage) error {
-	if method != "Browser.setDownloadBehavior" && method != "Page.setDownloadBehavior" {
-		return nil
-	}
-	var p struct {
-		DownloadPath *string `json:"downloadPath"`
-	}
-	if err := json.Unmarshal(params, &p); err != nil || p.DownloadPath == nil {
-		return nil // Chromium refuses malformed params itself
-	}
-	dp := *p.DownloadPath
-	if dp == "" || (path.IsAbs(dp) && strings.HasPrefix(path.Clean(dp)+"/", agentHome+"/")) {
-		return nil
-	}
-	return fmt.Errorf("porthole: %s: downloadPath %.200q is outside %s; downloads stay in the agent's home", method, dp, agentHome)
-}
-
 // newClient returns a new CDP client of agent's browser, starting the helper and Chromium
-// if needed; name says who it is in logs and audit ("view", "automation:<token>"). Every
-// client's download behaviour must stay under the agent's home (downloadPathAllowed). A
-// client named "automation:…" is an automation client: its Input.* calls are refused while
-// cdpInputAllowed says a person holds control.
+// if needed; name says who it is in logs and audit ("view", "automation:<token>"). A client
+// named "automation:…" is an automation client: its Input.* calls are refused while
+// cdpInputAllowed says a person holds control. Download behaviour is not filtered: Playwright
+// sets its own downloadPath (/tmp/playwright-artifacts-…) as it connects, and any path is in
+// the agent's sandbox (docs/browser-cdp.md, "What a client may call").
 func (s *Service) newClient(ctx context.Context, agent api.Agent, name string) (cdpClient, error) {
 	automation := strings.HasPrefix(name, "automation:")
-	filter := func(method string, params json.RawMessage) error {
-		if err := downloadPathAllowed(method, params); err != nil {
-			return err
-		}
+	filter := func(method string, _ json.RawMessage) error {
 		if !automation || !strings.HasPrefix(method, "Input.") || s.cdpInputAllowed == nil {
 			return nil
 		}

@@ -227,6 +227,34 @@ func TestBrowserPlaywrightOverCDP(t *testing.T) {
 	if code := dialCode(t, wsURL, http.Header{"Authorization": {"Bearer not-a-token"}}); code != http.StatusUnauthorized {
 		t.Errorf("cdp WebSocket with an invalid token = %d, want 401", code)
 	}
+	// Cross-site WebSocket hijacking: a page of another site in the owner's browser opens the
+	// cdp route with the owner's cookie (browsers always send the page's Origin): refused
+	// before the upgrade. json/version answers no cross-origin reader (no CORS header).
+	gu, _ := url.Parse(g.URL)
+	ownerCookie := http.Header{"Origin": {"https://evil.example"}}
+	for _, ck := range g.client.Jar.Cookies(gu) {
+		ownerCookie.Add("Cookie", ck.Name+"="+ck.Value)
+	}
+	if code := dialCode(t, wsURL, ownerCookie); code != http.StatusForbidden {
+		t.Errorf("the owner's cookie from a foreign Origin on the cdp WebSocket = %d, want 403", code)
+	}
+	ownerCookie.Set("Origin", g.URL)
+	if code := dialCode(t, wsURL, ownerCookie); code != http.StatusSwitchingProtocols {
+		t.Errorf("the owner's cookie from the gateway's own Origin on the cdp WebSocket = %d, want 101", code)
+	}
+	for _, origin := range []string{"https://evil.example", "null"} {
+		req, _ := http.NewRequest("GET", endpoint+"/json/version", nil)
+		req.Header.Set("Origin", origin)
+		resp, err := g.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if acao := resp.Header.Get("Access-Control-Allow-Origin"); acao != "" {
+			t.Errorf("json/version from Origin %s with the owner's cookie: Access-Control-Allow-Origin %q, want none", origin, acao)
+		}
+	}
+
 	// Bob: his own agent's token does not reach Alice's (admin's) agent; his session neither.
 	bob := g.addUser(t, "bob")
 	var bobAgent api.Agent
