@@ -130,6 +130,51 @@ func TestViewChromium(t *testing.T) {
 	alice.send(Text{Text: "hi"})
 	alice.send(Key{Down: true, Code: "KeyX"})
 	alice.send(Key{Code: "KeyX"})
+	// History: a second page, back, forward.
+	second := page + "?second"
+	alice.send(Navigate{URL: second})
+	alice.wait(20*time.Second, "the second page", func() bool { n, _ := alice.last[OpNav].(Nav); return n.URL == second && n.CanBack })
+	alice.send(History{Action: HistBack})
+	alice.wait(20*time.Second, "back", func() bool { n, _ := alice.last[OpNav].(Nav); return n.URL == page && n.CanForward })
+	alice.send(History{Action: HistForward})
+	alice.wait(20*time.Second, "forward", func() bool { n, _ := alice.last[OpNav].(Nav); return n.URL == second })
+
+	// Tabs: a new tab becomes the active one and the view follows it; switch back; close.
+	var first string
+	alice.mu.Lock()
+	for _, tb := range alice.last[OpTabs].(Tabs).Tabs {
+		if tb.Active {
+			first = tb.ID
+		}
+	}
+	alice.mu.Unlock()
+	n := alice.frameCount()
+	alice.send(TabNew{URL: "data:text/html,<title>second tab</title>"})
+	alice.wait(20*time.Second, "the new tab, active", alice.tabTitle("second tab"))
+	bob.wait(20*time.Second, "the new tab, active (watcher)", bob.tabTitle("second tab"))
+	alice.wait(20*time.Second, "a frame of the new tab", func() bool { return len(alice.frames) > n })
+	var newID string
+	alice.mu.Lock()
+	for _, tb := range alice.last[OpTabs].(Tabs).Tabs {
+		if tb.Active {
+			newID = tb.ID
+		}
+	}
+	alice.mu.Unlock()
+	n = alice.frameCount()
+	alice.send(TabSwitch{ID: first})
+	alice.wait(20*time.Second, "back on the first tab", func() bool {
+		for _, tb := range alice.last[OpTabs].(Tabs).Tabs {
+			if tb.Active {
+				return tb.ID == first
+			}
+		}
+		return false
+	})
+	alice.wait(20*time.Second, "a frame of the first tab again", func() bool { return len(alice.frames) > n })
+	alice.send(TabClose{ID: newID})
+	alice.wait(20*time.Second, "one tab left", func() bool { return len(alice.last[OpTabs].(Tabs).Tabs) == 1 })
+
 	alice.send(Navigate{URL: "javascript:alert(1)"})
 	alice.wait(5*time.Second, "a refused javascript: URL", func() bool {
 		for _, e := range alice.errs {

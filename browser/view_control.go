@@ -158,7 +158,7 @@ func (h *viewHub) command(ctx context.Context, s *viewSession, session string, m
 		var r struct {
 			ErrorText string `json:"errorText"`
 		}
-		if err := h.cdp.call(ctx, session, "Page.navigate", map[string]any{"url": u}, &r); err != nil {
+		if err := h.callPage(ctx, session, "Page.navigate", map[string]any{"url": u}, &r); err != nil {
 			return fmt.Errorf("open %s: %w", u, err)
 		}
 		if r.ErrorText != "" {
@@ -201,7 +201,7 @@ func (h *viewHub) command(ctx context.Context, s *viewSession, session string, m
 		if m.Prompt != "" {
 			p["promptText"] = m.Prompt
 		}
-		if err := h.cdp.call(ctx, session, "Page.handleJavaScriptDialog", p, nil); err != nil {
+		if err := h.callPage(ctx, session, "Page.handleJavaScriptDialog", p, nil); err != nil {
 			return fmt.Errorf("answer the dialog: %w", err)
 		}
 		return nil
@@ -395,12 +395,12 @@ func (h *viewHub) clampPoint(x, y uint16) (float64, float64) {
 func (h *viewHub) history(ctx context.Context, session string, action uint8) error {
 	switch action {
 	case HistReload:
-		return h.cdp.call(ctx, session, "Page.reload", nil, nil)
+		return h.callPage(ctx, session, "Page.reload", nil, nil)
 	case HistStop:
-		return h.cdp.call(ctx, session, "Page.stopLoading", nil, nil)
+		return h.callPage(ctx, session, "Page.stopLoading", nil, nil)
 	}
 	var hist navHistory
-	if err := h.cdp.call(ctx, session, "Page.getNavigationHistory", nil, &hist); err != nil {
+	if err := h.callPage(ctx, session, "Page.getNavigationHistory", nil, &hist); err != nil {
 		return err
 	}
 	i := hist.CurrentIndex - 1
@@ -410,7 +410,7 @@ func (h *viewHub) history(ctx context.Context, session string, action uint8) err
 	if i < 0 || i >= len(hist.Entries) {
 		return nil // nothing there: as a browser's greyed-out button
 	}
-	return h.cdp.call(ctx, session, "Page.navigateToHistoryEntry", map[string]any{"entryId": hist.Entries[i].ID}, nil)
+	return h.callPage(ctx, session, "Page.navigateToHistoryEntry", map[string]any{"entryId": hist.Entries[i].ID}, nil)
 }
 
 func (h *viewHub) hasPage(id string) bool {

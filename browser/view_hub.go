@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +58,7 @@ type viewHub struct {
 	scSession      int          // Chromium's screencast session id (acks name it)
 	owed           int          // frames received and not yet acknowledged to Chromium
 	last           *shot        // the newest frame
+	gotFrame       bool         // a frame of the attached tab arrived
 	navDirty       bool
 	nav            Nav
 	navFrame       []byte
@@ -248,6 +250,7 @@ func (h *viewHub) work() error {
 	h.mu.Lock()
 	active, attached, session := h.active, h.attached, h.session
 	h.mu.Unlock()
+	attachedNow := false
 	if active != attached {
 		if session != "" {
 			h.cdp.call(ctx, session, "Page.stopScreencast", nil, nil)
@@ -279,12 +282,13 @@ func (h *viewHub) work() error {
 			{"Page.setInterceptFileChooserDialog", map[string]any{"enabled": true}},
 			{"Page.bringToFront", nil},
 		} {
-			if err := h.cdp.call(ctx, session, c.method, c.params, nil); err != nil {
+			if err := h.callPage(ctx, session, c.method, c.params, nil); err != nil {
 				h.log.Debug("browser view setup", "method", c.method, "err", err)
 			}
 		}
 		h.mu.Lock()
-		h.attached, h.session, h.navDirty = active, session, true
+		h.attached, h.session, h.navDirty, h.gotFrame = active, session, true, false
+		attachedNow = true
 		h.sessionsChangedLocked(true)
 		h.mu.Unlock()
 	}
@@ -316,13 +320,16 @@ func (h *viewHub) work() error {
 		if running {
 			h.cdp.call(ctx, session, "Page.stopScreencast", nil, nil)
 		}
-		if err := h.cdp.call(ctx, session, "Page.startScreencast", map[string]any{
+		if err := h.callPage(ctx, session, "Page.startScreencast", map[string]any{
 			"format": "jpeg", "quality": 80, "maxWidth": w, "maxHeight": hh, "everyNthFrame": 1}, nil); err != nil {
 			return fmt.Errorf("start the screencast: %w", err)
 		}
 		h.mu.Lock()
 		h.scW, h.scH, h.owed = w, hh, 0
 		h.mu.Unlock()
+	}
+	if attachedNow {
+		h.firstFrame(ctx, session)
 	}
 	if navDirty {
 		h.refreshNav(ctx, session)
@@ -342,6 +349,23 @@ func (h *viewHub) wantSizeLocked() (int, int) {
 	return w, hh
 }
 
+// callPage is cdp.call on a page's session, tried again for up to a second while Chromium
+// says "Not attached to an active page": right after an attach or at a cross-document
+// navigation, the page's frame host is being swapped.
+func (h *viewHub) callPage(ctx context.Context, session, method string, params, result any) error {
+	for try := 0; ; try++ {
+		err := h.cdp.call(ctx, session, method, params, result)
+		if err == nil || try == 20 || !strings.Contains(err.Error(), "Not attached to an active page") {
+			return err
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
 type navHistory struct {
 	CurrentIndex int `json:"currentIndex"`
 	Entries      []struct {
@@ -352,7 +376,8 @@ type navHistory struct {
 
 func (h *viewHub) refreshNav(ctx context.Context, session string) {
 	var hist navHistory
-	if err := h.cdp.call(ctx, session, "Page.getNavigationHistory", nil, &hist); err != nil {
+	if err := h.callPage(ctx, session, "Page.getNavigationHistory", nil, &hist); err != nil {
+		h.log.Debug("browser navigation history", "err", err)
 		return
 	}
 	h.mu.Lock()
@@ -635,6 +660,10 @@ func (h *viewHub) event(ev cdpEvent) {
 		if json.Unmarshal(ev.Params, &p) == nil && p.FrameID == h.attached {
 			h.nav.Loading = ev.Method == "Page.frameStartedLoading"
 			h.navChangedLocked()
+			if !h.nav.Loading {
+				h.navDirty = true
+				h.wake()
+			}
 		}
 	case "Page.javascriptDialogOpening":
 		var p struct {
@@ -711,6 +740,11 @@ func (h *viewHub) screencastFrame(ev cdpEvent) {
 	sh := &shot{w: clampU16(p.Metadata.DeviceWidth), h: clampU16(p.Metadata.DeviceHeight),
 		sx: clampI32(p.Metadata.ScrollX), sy: clampI32(p.Metadata.ScrollY), data: data}
 	h.mu.Lock()
+	if ev.SessionID != h.session {
+		h.mu.Unlock()
+		return
+	}
+	h.gotFrame = true
 	h.last = sh
 	ready := false
 	for _, s := range h.sessions {
@@ -849,5 +883,54 @@ func (h *viewHub) pollTargets() {
 	}
 	if changed {
 		h.tabsChangedLocked()
+	}
+}
+
+// firstFrame makes sure viewers see a tab the view just attached to: a static page may send
+// no screencast frame at all, so if none came shortly, a screenshot stands in for it.
+func (h *viewHub) firstFrame(ctx context.Context, session string) {
+	for range 6 {
+		h.mu.Lock()
+		got := h.gotFrame || h.session != session
+		h.mu.Unlock()
+		if got {
+			return
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
+	var shotR struct {
+		Data string `json:"data"`
+	}
+	var lm struct {
+		V struct {
+			PageX        float64 `json:"pageX"`
+			PageY        float64 `json:"pageY"`
+			ClientWidth  float64 `json:"clientWidth"`
+			ClientHeight float64 `json:"clientHeight"`
+		} `json:"cssVisualViewport"`
+	}
+	if h.callPage(ctx, session, "Page.getLayoutMetrics", nil, &lm) != nil ||
+		h.callPage(ctx, session, "Page.captureScreenshot", map[string]any{"format": "jpeg", "quality": 80}, &shotR) != nil ||
+		len(shotR.Data) > base64.StdEncoding.EncodedLen(MaxFrameData) {
+		return
+	}
+	data, err := base64.StdEncoding.DecodeString(shotR.Data)
+	if err != nil || len(data) == 0 {
+		return
+	}
+	sh := &shot{w: clampU16(lm.V.ClientWidth), h: clampU16(lm.V.ClientHeight), sx: clampI32(lm.V.PageX), sy: clampI32(lm.V.PageY), data: data}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gotFrame || h.session != session {
+		return
+	}
+	h.last = sh
+	for _, s := range h.sessions {
+		s.shot = sh
+		s.wakeup()
 	}
 }
