@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -68,6 +69,7 @@ func e2ePage(t *testing.T) (string, *atomic.Int32) {
 <body><button onclick="fetch('/clicked',{method:'POST'});document.title='clicked '+(window.n=(window.n||0)+1)">click me</button>
 <button id=c style="top:320px;height:60px;font-size:20px;background:#00a" onclick="document.title='confirm:'+confirm('Really?')">confirm</button>
 <select style="position:absolute;left:0;top:400px;width:300px;height:50px;font-size:20px" onchange="document.title='select:'+this.value"><option>one<option>two<option>three</select>
+<a download="report.txt" href="data:text/plain,made%20by%20the%20agent" style="position:absolute;left:320px;top:320px;width:200px;height:60px;font-size:20px;display:block;background:#ccc">download</a>
 </body></html>`)
 	})
 	mux.HandleFunc("/clicked", func(w http.ResponseWriter, r *http.Request) { clicks.Add(1) })
@@ -191,6 +193,27 @@ func TestBrowserInBrowser(t *testing.T) {
 	screenshot(t, ctx, "browser-select")
 	do(t, ctx, "choose three", 10*time.Second, chromedp.Click(chromedp.CSS(".browser-select .browser-option:nth-child(3)")))
 	waitBV(t, ctx, "the page's change", bvTitleJS("select:three"), 20*time.Second)
+
+	// A download: saved in the agent's ~/Downloads, listed, and fetched to this device
+	// through the panel's link (the drive-level download route of the real gateway).
+	pt = eval[struct{ X, Y float64 }](t, ctx, bvPointJS(420, 350))
+	do(t, ctx, "click the download link", 10*time.Second, chromedp.MouseClickXY(pt.X, pt.Y))
+	waitBV(t, ctx, "the download's link in the panel", `!!document.querySelector(".browser-downloads a.browser-download")`, 30*time.Second)
+	href := eval[string](t, ctx, `document.querySelector(".browser-downloads a.browser-download").href`)
+	resp, err := g.client.Get(href)
+	if err != nil {
+		t.Fatalf("GET %s: %v", href, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "made by the agent" {
+		t.Errorf("GET %s = %d %q, want the file", href, resp.StatusCode, body)
+	}
+	var out api.ExecResult
+	g.call(t, "POST", "/api/agents/"+agent.ID+"/exec", api.ExecRequest{Command: []string{"sh", "-c", `cat "$HOME/Downloads/report.txt"`}}, http.StatusOK, &out)
+	if out.Stdout != "made by the agent" {
+		t.Errorf("~/Downloads/report.txt in the sandbox: %q", out.Stdout)
+	}
 	screenshot(t, ctx, "browser-viewer")
 
 	t.Run("phone", func(t *testing.T) {
