@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -70,6 +72,7 @@ func e2ePage(t *testing.T) (string, *atomic.Int32) {
 <button id=c style="top:320px;height:60px;font-size:20px;background:#00a" onclick="document.title='confirm:'+confirm('Really?')">confirm</button>
 <select style="position:absolute;left:0;top:400px;width:300px;height:50px;font-size:20px" onchange="document.title='select:'+this.value"><option>one<option>two<option>three</select>
 <a download="report.txt" href="data:text/plain,made%20by%20the%20agent" style="position:absolute;left:320px;top:320px;width:200px;height:60px;font-size:20px;display:block;background:#ccc">download</a>
+<input type=file style="position:absolute;left:320px;top:400px;width:200px;height:50px" onchange="const f=this.files[0]; f.text().then(t => document.title='file:'+f.name+':'+t)">
 </body></html>`)
 	})
 	mux.HandleFunc("/clicked", func(w http.ResponseWriter, r *http.Request) { clicks.Add(1) })
@@ -214,6 +217,18 @@ func TestBrowserInBrowser(t *testing.T) {
 	if out.Stdout != "made by the agent" {
 		t.Errorf("~/Downloads/report.txt in the sandbox: %q", out.Stdout)
 	}
+
+	// An upload from this device: the page's file chooser shows in the panel; the file
+	// chosen there reaches the page in the sandbox.
+	local := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(local, []byte("from the device"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pt = eval[struct{ X, Y float64 }](t, ctx, bvPointJS(420, 425))
+	do(t, ctx, "click the page's file input", 10*time.Second, chromedp.MouseClickXY(pt.X, pt.Y))
+	waitBV(t, ctx, "the file chooser in the panel", `!!document.querySelector(".browser-chooser input.browser-file")`, 20*time.Second)
+	do(t, ctx, "choose a file", 10*time.Second, chromedp.SetUploadFiles(chromedp.CSS(".browser-chooser input.browser-file"), []string{local}))
+	waitBV(t, ctx, "the page read the upload", bvTitleJS("file:notes.txt:from the device"), 30*time.Second)
 	screenshot(t, ctx, "browser-viewer")
 
 	t.Run("phone", func(t *testing.T) {
@@ -225,7 +240,7 @@ func TestBrowserInBrowser(t *testing.T) {
 		b.watchConsole(t, pctx, "phone")
 		do(t, pctx, "emulate a phone", 10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch))
 		openBrowserPanel(t, pctx, bvURL)
-		waitJS(t, pctx, "the page's title (phone)", bvTitleJS("select:three"), 20*time.Second)
+		waitJS(t, pctx, "the page's title (phone)", bvTitleJS("file:notes.txt:from the device"), 20*time.Second)
 		takeBrowserControl(t, pctx, true) // the owner takes control from the other tab
 		waitJS(t, ctx, "the first tab sees it lost control", `document.querySelector(".browser-panel").dataset.holding === "false"`, 20*time.Second)
 		// A tap is a left click where the finger lands.
