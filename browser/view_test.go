@@ -362,3 +362,48 @@ func TestViewAutomating(t *testing.T) {
 	svc.autoMu.Unlock()
 	v.wait(5*time.Second, "automation gone", automating(false))
 }
+
+// TestViewBrowserGone: when the browser's connection ends (a crash, the agent stopped),
+// viewers get Error{Browser} and a close 1013; the next viewer starts a new view.
+func TestViewBrowserGone(t *testing.T) {
+	var mu sync.Mutex
+	var fakes []*fakeCDP
+	s := newTestService(t, func() cdpClient {
+		mu.Lock()
+		defer mu.Unlock()
+		f := newFakeCDP()
+		fakes = append(fakes, f)
+		return f
+	})
+	base := viewServer(t, s)
+	v := dialViewer(t, base, "owner", "drive", false)
+	v.wait(5*time.Second, "tabs", func() bool { return v.last[OpTabs] != nil })
+	mu.Lock()
+	fakes[0].Close()
+	mu.Unlock()
+	v.wait(5*time.Second, "the browser error", func() bool {
+		for _, e := range v.errs {
+			if e.Code == ErrCodeBrowser {
+				return true
+			}
+		}
+		return false
+	})
+	v.mu.Lock()
+	for v.closed == nil {
+		v.cond.Wait()
+	}
+	closed := v.closed
+	v.mu.Unlock()
+	if !websocket.IsCloseError(closed, websocket.CloseTryAgainLater) {
+		t.Errorf("the viewer's connection ended with %v, want a close 1013", closed)
+	}
+	w := dialViewer(t, base, "owner", "drive", false)
+	w.wait(5*time.Second, "tabs from a new view", func() bool { return w.last[OpTabs] != nil })
+	mu.Lock()
+	n := len(fakes)
+	mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d browser connections, want a new one for the new view", n)
+	}
+}
