@@ -24,6 +24,7 @@ type AgentFormPage struct {
 	loaded  bool
 	busy    bool
 	err     error
+	health  map[string]api.BackendHealth // /readyz, by backend: down ones are offered disabled
 }
 
 // OnNav resets the form and, when editing, loads the agent.
@@ -44,6 +45,28 @@ func (p *AgentFormPage) OnNav(ctx app.Context) {
 	if app.IsServer {
 		return
 	}
+	var ready Readiness
+	load(ctx, func(c context.Context) (err error) {
+		ready, err = apiClient.Ready(c)
+		return err
+	}, func(ctx app.Context, err error) {
+		if err != nil {
+			return // the form works without it; creating on a down backend fails with a clear error
+		}
+		p.health = map[string]api.BackendHealth{}
+		for _, b := range ready.Backends {
+			p.health[b.Backend] = b
+		}
+		// A new agent starts on a backend that works.
+		if p.id == "" && !p.backendOK(p.backend) {
+			for _, b := range []string{api.BackendBwrap, api.BackendContainer} {
+				if p.backendOK(b) {
+					p.backend = b
+					break
+				}
+			}
+		}
+	})
 	id := p.id
 	var me api.Me
 	var a api.Agent
@@ -130,13 +153,8 @@ func (p *AgentFormPage) Render() app.UI {
 						Attr("autocomplete", "off").Value(p.name).OnInput(p.ValueTo(&p.name)),
 
 					app.Label().For("agent-backend").Text("Isolation backend"),
-					app.Select().ID("agent-backend").OnChange(p.ValueTo(&p.backend)).Body(
-						options(p.backend, backends, map[string]string{
-							api.BackendBwrap:     "bwrap — bubblewrap jail",
-							api.BackendContainer: "container — Docker/podman",
-							api.BackendHost:      "host — NOT isolated",
-						})...,
-					),
+					app.Select().ID("agent-backend").OnChange(p.ValueTo(&p.backend)).Body(p.backendOptions(backends)...),
+					p.backendProblem(),
 					app.If(p.backend == api.BackendHost, func() app.UI {
 						return app.P().Class("warning").Text("A host agent runs as the server's own user, with no sandbox. " +
 							"Only an admin can create one, and only when the server was started with --allow-host-backend.")
@@ -173,8 +191,47 @@ func (p *AgentFormPage) Render() app.UI {
 					),
 				)
 			}),
+			app.If(p.id != "" && p.loaded, func() app.UI { return &TokensPanel{AgentID: p.id} }),
 		),
 	)
+}
+
+// backendOK reports whether /readyz says b can start agents (true when it has not answered).
+func (p *AgentFormPage) backendOK(b string) bool {
+	h, ok := p.health[b]
+	return !ok || h.OK
+}
+
+// backendOptions offers the backends, the ones /readyz reports down disabled with the reason.
+func (p *AgentFormPage) backendOptions(backends []string) []app.UI {
+	labels := map[string]string{
+		api.BackendBwrap:     "bwrap — bubblewrap jail",
+		api.BackendContainer: "container — Docker/podman",
+		api.BackendHost:      "host — NOT isolated",
+	}
+	out := make([]app.UI, len(backends))
+	for i, b := range backends {
+		label := labels[b]
+		o := app.Option().Value(b).Selected(b == p.backend)
+		if !p.backendOK(b) {
+			label += " — unavailable"
+			if b != p.backend {
+				o = o.Disabled(true)
+			}
+		}
+		out[i] = o.Text(label)
+	}
+	return out
+}
+
+// backendProblem explains why the chosen backend is unavailable, or nothing.
+func (p *AgentFormPage) backendProblem() app.UI {
+	h, ok := p.health[p.backend]
+	if !ok || h.OK {
+		return nil
+	}
+	return app.P().ID("backend-down").Class("warning").Role("status").
+		Text("The " + p.backend + " backend cannot start agents right now: " + h.Detail + ". Agents on it stay stopped until an admin fixes that.")
 }
 
 func cancelHref(id string) string {

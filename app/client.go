@@ -204,3 +204,74 @@ func (c *Client) DeleteUser(ctx context.Context, id string) error {
 }
 
 func isUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }
+
+// Sessions lists the caller's login sessions (GET /api/sessions).
+func (c *Client) Sessions(ctx context.Context) ([]api.Session, error) {
+	var list []api.Session
+	err := c.Do(ctx, methodGet, "/api/sessions", nil, &list)
+	return list, err
+}
+
+// DeleteSession logs out another of the caller's sessions (DELETE /api/sessions/:id).
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.Do(ctx, methodDelete, "/api/sessions/"+pathEscape(id), nil, nil)
+}
+
+// LogoutOthers logs out every session of the caller but this one (DELETE /api/sessions).
+func (c *Client) LogoutOthers(ctx context.Context) error {
+	return c.Do(ctx, methodDelete, "/api/sessions", nil, nil)
+}
+
+// Tokens lists an agent's tokens, without their secrets (GET /api/agents/:id/tokens).
+func (c *Client) Tokens(ctx context.Context, agentID string) ([]api.Token, error) {
+	var list []api.Token
+	err := c.Do(ctx, methodGet, "/api/agents/"+pathEscape(agentID)+"/tokens", nil, &list)
+	return list, err
+}
+
+// CreateToken mints an agent token; its Secret is in this answer only (POST /api/agents/:id/tokens).
+func (c *Client) CreateToken(ctx context.Context, agentID, name string) (api.Token, error) {
+	var t api.Token
+	err := c.Do(ctx, methodPost, "/api/agents/"+pathEscape(agentID)+"/tokens", api.CreateTokenRequest{Name: name}, &t)
+	return t, err
+}
+
+// RevokeToken revokes an agent token (DELETE /api/agents/:id/tokens/:tid).
+func (c *Client) RevokeToken(ctx context.Context, agentID, tokenID string) error {
+	return c.Do(ctx, methodDelete, "/api/agents/"+pathEscape(agentID)+"/tokens/"+pathEscape(tokenID), nil, nil)
+}
+
+// Audit reads the audit log (GET /api/audit?...); query is already encoded.
+func (c *Client) Audit(ctx context.Context, query string) ([]api.AuditEvent, error) {
+	var list []api.AuditEvent
+	path := "/api/audit"
+	if query != "" {
+		path += "?" + query
+	}
+	err := c.Do(ctx, methodGet, path, nil, &list)
+	return list, err
+}
+
+// Readiness is the body of GET /readyz.
+type Readiness struct {
+	Ready bool `json:"ready"`
+	Store struct {
+		OK    bool   `json:"ok"`
+		Kind  string `json:"kind"`
+		Error string `json:"error"`
+	} `json:"store"`
+	Backends []api.BackendHealth `json:"backends"`
+}
+
+// Ready reads the gateway's readiness: the store and each backend (GET /readyz). A 503 (the
+// store is down) still carries the body.
+func (c *Client) Ready(ctx context.Context) (Readiness, error) {
+	var r Readiness
+	err := c.Do(ctx, methodGet, "/readyz", nil, &r)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == 503 {
+		err = nil
+		r.Ready = false
+	}
+	return r, err
+}

@@ -59,6 +59,8 @@ type termClient struct {
 	nextTag   uint32
 	pending   map[uint32]bool // Open tags not yet answered
 	err       string          // last error from the server, shown as text
+	errCode   terminal.ErrCode
+	want      uint32 // the terminal to show once listed (?term=), 0 = none
 }
 
 func newTermClient(sink termSink, mode terminal.Mode) *termClient {
@@ -138,7 +140,7 @@ func (c *termClient) handle(m terminal.Message) {
 		c.mode = m.Mode
 		c.window = m.Window
 		c.me = m.ViewerID
-		c.err = ""
+		c.err, c.errCode = "", 0
 		for _, st := range c.terms {
 			c.applyMode(st)
 		}
@@ -180,7 +182,7 @@ func (c *termClient) handle(m terminal.Message) {
 			st.title = terminal.SanitizeTitle(m.Title)
 		}
 	case terminal.ErrorMsg:
-		c.err = m.Message
+		c.err, c.errCode = m.Message, m.Code
 		switch m.Code {
 		case terminal.ErrCodeLimit, terminal.ErrCodeWatchOnly:
 			clear(c.pending) // the Open failed
@@ -238,6 +240,9 @@ func (c *termClient) list(m terminal.List) {
 			st.exited, st.attached, st.reason, st.listedGone = true, false, "ended", true
 			c.applyMode(st)
 		}
+	}
+	if c.want != 0 && running[c.want] {
+		c.active, c.want = c.want, 0
 	}
 	first := !c.everList
 	c.everList = true
@@ -395,12 +400,13 @@ type termView struct {
 	Viewers  string // who is attached to the active terminal
 	Ended    string // why the active terminal ended ("" = running)
 	Err      string
+	ErrCode  terminal.ErrCode
 	CanOpen  bool
 }
 
 // view returns the state to render.
 func (c *termClient) view() termView {
-	v := termView{Active: c.active, Err: c.err, CanOpen: c.connected && c.mode == terminal.ModeDrive}
+	v := termView{Active: c.active, Err: c.err, ErrCode: c.errCode, CanOpen: c.connected && c.mode == terminal.ModeDrive}
 	for i, id := range c.order {
 		st := c.terms[id]
 		label := st.title

@@ -2,16 +2,23 @@ package app
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/maxence-charriere/go-app/v10/pkg/app"
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/terminal"
 )
 
 // TerminalPanel shows an agent's terminals: one WebSocket to /api/agents/:id/terminal
 // carrying a tab per terminal, rendered by xterm.js through assets/static/terminal.js.
 // The browser half (WebSocket, xterm.js) is in terminal_session_wasm.go; elsewhere the
 // panel renders its empty frame only.
+//
+// On the agent page the panel's children are laid out in the page's grid (app.css): the bar
+// (terminal tabs, who is attached, search) in the header row, the screens in all the rest,
+// the phone keys at the bottom, and the info banner over the top of the screens.
 type TerminalPanel struct {
 	app.Compo
 
@@ -20,23 +27,31 @@ type TerminalPanel struct {
 	// Mode is the caller's level on the terminal surface (watch or drive); the
 	// server's Hello and Mode messages have the last word.
 	Mode api.Level
+	// Term is the terminal to show first (?term=), when it is still open.
+	Term uint32
+	// Admin shows the server's own words under an error's sentence.
+	Admin bool
 
-	hostID  string     // id of the element the xterm.js screens live in
-	sess    termDriver // nil outside the browser
-	ui      termUI
-	search  string
-	started string // AgentID the session was started for
+	hostID       string     // id of the element the xterm.js screens live in
+	sess         termDriver // nil outside the browser
+	ui           termUI
+	search       string
+	started      string // AgentID the session was started for
+	toolsOpen    bool   // search and clipboard, behind a button on narrow screens
+	confirmClose uint32 // a running terminal whose close waits for confirmation
 }
 
 // termUI is everything the panel renders that comes from the session.
 type termUI struct {
 	View      termView
-	Status    string // connection state, shown as text ("" when connected)
+	Status    string // connection state, as a sentence ("" when connected)
+	Blocked   bool   // no automatic reconnect: access removed, agent gone
 	Connected bool
 	Mods      termMods
 	Found     string // search result, e.g. "2 of 5"
 	Phone     bool   // narrow screen or coarse pointer: show the keys bar
 	Conns     int    // connections that got a Hello (reconnects show as data-connections)
+	Notice    string // a passing message of the app's own (paste refused, ...)
 }
 
 // termDriver is the browser session as the panel uses it (terminal_session_wasm.go).
@@ -52,6 +67,24 @@ type termDriver interface {
 	paste()
 	reconnect()
 }
+
+// Terminal text size, per device.
+const (
+	termFontKey     = "porthole-term-font"
+	termFontDefault = 14
+	termFontMin     = 8
+	termFontMax     = 32
+)
+
+// termFontSize is this device's terminal text size.
+func termFontSize() int {
+	if n, err := strconv.Atoi(localGet(termFontKey)); err == nil {
+		return clampFont(n)
+	}
+	return termFontDefault
+}
+
+func clampFont(n int) int { return min(max(n, termFontMin), termFontMax) }
 
 var termPanels atomic.Int64
 
@@ -98,16 +131,19 @@ func (p *TerminalPanel) Render() app.UI {
 	}
 	return app.Div().Class("terminal-panel").DataSet("mode", mode).DataSet("connections", p.ui.Conns).Body(
 		p.renderBar(v),
-		p.renderTools(),
 		p.renderInfo(v),
-		app.Div().ID(p.hostID).Class("terminal-screens"),
+		app.Div().ID(p.hostID).Class("terminal-screens").Aria("label", "Terminal"),
 		p.renderKeys(),
 	)
 }
 
 func (p *TerminalPanel) renderBar(v termView) app.UI {
+	toolsClass := "terminal-tools"
+	if p.toolsOpen {
+		toolsClass += " open"
+	}
 	return app.Div().Class("terminal-bar").Body(
-		app.Div().Class("terminal-tabs").Role("tablist").Body(
+		app.Div().Class("terminal-tabs").Role("tablist").Aria("label", "Terminals").Body(
 			app.Range(v.Tabs).Slice(func(i int) app.UI {
 				t := v.Tabs[i]
 				id := t.ID
@@ -122,14 +158,29 @@ func (p *TerminalPanel) renderBar(v termView) app.UI {
 				if t.Exited {
 					closeLabel = "Remove tab"
 				}
-				return app.Span().Class(cls).Body(
+				// The handlers read their tab's id from the DOM (dataOf): a tab's element is reused
+				// for another terminal when one before it goes.
+				return app.Span().Class(cls).DataSet("term-id", id).Body(
 					app.Button().Class("terminal-tab-name").Role("tab").
 						Aria("selected", t.ID == v.Active).Title(t.Label).
-						OnClick(func(ctx app.Context, e app.Event) { p.drive(func(d termDriver) { d.activate(id) }) }).
+						OnClick(func(ctx app.Context, e app.Event) {
+							if id, ok := termIDOf(ctx); ok {
+								p.drive(func(d termDriver) { d.activate(id) })
+							}
+						}).
 						Text(t.Label),
 					app.If(!v.Watching || t.Exited, func() app.UI {
 						return app.Button().Class("terminal-tab-close").Title(closeLabel).Aria("label", closeLabel).
-							OnClick(func(ctx app.Context, e app.Event) { p.drive(func(d termDriver) { d.closeTab(id) }) }).
+							OnClick(func(ctx app.Context, e app.Event) {
+								id, ok := termIDOf(ctx)
+								switch {
+								case !ok:
+								case p.tabRunning(id):
+									p.confirmClose = id // a running program: ask first
+								default:
+									p.drive(func(d termDriver) { d.closeTab(id) })
+								}
+							}).
 							Text("×")
 					}),
 				)
@@ -142,18 +193,25 @@ func (p *TerminalPanel) renderBar(v termView) app.UI {
 		app.If(v.Watching, func() app.UI {
 			return app.Span().Class("badge", "terminal-watching").Title("Your keystrokes are not sent: you can only watch").Text("watching")
 		}),
-		app.If(!p.ui.Connected, func() app.UI {
-			return app.Span().Class("terminal-conn").Role("status").Body(
-				app.Span().Class("terminal-conn-text").Text(p.ui.Status),
-				app.Button().Class("terminal-reconnect").Text("Reconnect now").
-					OnClick(func(ctx app.Context, e app.Event) { p.drive(termDriver.reconnect) }),
-			)
-		}),
+		app.Span().Class("terminal-title").Title("Window title set by the program").Text(v.Title),
+		app.Span().Class("terminal-viewers").Title("Attached now").Text(v.Viewers),
+		app.Span().Class("terminal-dot").Title(connTitle(p.ui)).DataSet("connected", p.ui.Connected),
+		app.Button().Class("terminal-tools-toggle", "ghost").Aria("label", "Search and clipboard").
+			Aria("expanded", p.toolsOpen).Title("Search and clipboard").
+			OnClick(func(ctx app.Context, e app.Event) { p.toolsOpen = !p.toolsOpen }).Body(icon("search")),
+		app.Div().Class(toolsClass).Body(p.renderTools()...),
 	)
 }
 
-func (p *TerminalPanel) renderTools() app.UI {
-	return app.Div().Class("terminal-tools").Body(
+func connTitle(u termUI) string {
+	if u.Connected {
+		return "Connected"
+	}
+	return u.Status
+}
+
+func (p *TerminalPanel) renderTools() []app.UI {
+	return []app.UI{
 		app.Input().Type("search").Class("terminal-search").Placeholder("Search scrollback").
 			Aria("label", "Search scrollback").Value(p.search).
 			OnInput(func(ctx app.Context, e app.Event) {
@@ -189,29 +247,108 @@ func (p *TerminalPanel) renderTools() app.UI {
 			return app.Button().Class("terminal-paste").Title("Paste from the clipboard").Text("Paste").
 				OnClick(func(ctx app.Context, e app.Event) { p.drive(termDriver.paste) })
 		}),
+	}
+}
+
+// renderInfo is the banner over the top of the screens: the connection, why a terminal ended,
+// errors, a confirmation — sentences for people; agent- and server-controlled strings as text.
+func (p *TerminalPanel) renderInfo(v termView) app.UI {
+	return app.Div().Class("terminal-info").Body(
+		app.If(!p.ui.Connected, func() app.UI {
+			label := "Reconnect now"
+			if p.ui.Blocked {
+				label = "Try again"
+			}
+			return app.Div().Class("terminal-conn").Role("status").Body(
+				app.Span().Class("terminal-conn-text").Text(p.ui.Status),
+				app.Button().Class("terminal-reconnect").Text(label).
+					OnClick(func(ctx app.Context, e app.Event) { p.drive(termDriver.reconnect) }),
+				app.If(p.ui.Blocked, func() app.UI { return app.A().Class("button", "ghost").Href("/").Text("Dashboard") }),
+			)
+		}),
+		app.If(p.confirmClose != 0 && p.tabRunning(p.confirmClose), func() app.UI {
+			return app.Div().Class("terminal-confirm").Role("alertdialog").Body(
+				app.Span().Text("Close “"+p.tabLabel(p.confirmClose)+"”? The shell and anything running in it will be stopped."),
+				app.Button().Class("danger", "terminal-close-confirm").Text("Close terminal").
+					OnClick(func(ctx app.Context, e app.Event) {
+						id := p.confirmClose
+						p.confirmClose = 0
+						p.drive(func(d termDriver) { d.closeTab(id) })
+					}),
+				app.Button().Class("ghost", "terminal-close-cancel").Text("Keep it running").
+					OnClick(func(ctx app.Context, e app.Event) { p.confirmClose = 0 }),
+			)
+		}),
+		app.If(v.Ended != "", func() app.UI {
+			return app.Div().Class("terminal-ended").Text("Ended: " + endedText(v.Ended))
+		}),
+		app.If(v.Err != "", func() app.UI {
+			return app.Div().Class("terminal-error", "error").Role("alert").Body(
+				app.Text(termErrorText(v.ErrCode, v.Err)),
+				app.If(p.Admin && termErrorText(v.ErrCode, v.Err) != v.Err, func() app.UI {
+					return app.Details().Body(app.Summary().Text("Details"), app.Code().Text(v.Err))
+				}),
+			)
+		}),
+		app.If(p.ui.Notice != "", func() app.UI {
+			return app.Div().Class("terminal-notice", "notice").Role("status").Text(p.ui.Notice)
+		}),
+		app.If(len(v.Tabs) == 0 && p.ui.Connected && v.Watching, func() app.UI {
+			return app.Div().Class("muted", "terminal-empty").Text("No terminal is open. You are watching: a driver must open one.")
+		}),
 	)
 }
 
-// renderInfo shows the window title, who is attached and errors — all agent- or
-// server-controlled strings, always as text.
-func (p *TerminalPanel) renderInfo(v termView) app.UI {
-	return app.Div().Class("terminal-info").Body(
-		app.If(v.Title != "", func() app.UI {
-			return app.Span().Class("terminal-title").Title("Window title set by the program").Text(v.Title)
-		}),
-		app.If(v.Viewers != "", func() app.UI {
-			return app.Span().Class("terminal-viewers").Text("Attached: " + v.Viewers)
-		}),
-		app.If(v.Ended != "", func() app.UI {
-			return app.Span().Class("terminal-ended").Text("Ended: " + v.Ended)
-		}),
-		app.If(v.Err != "", func() app.UI {
-			return app.Span().Class("terminal-error", "error").Role("alert").Text(v.Err)
-		}),
-		app.If(len(v.Tabs) == 0 && p.ui.Connected && v.Watching, func() app.UI {
-			return app.Span().Class("muted").Text("No terminal is open. You are watching: a driver must open one.")
-		}),
-	)
+// termIDOf is the terminal id of the tab an event came from.
+func termIDOf(ctx app.Context) (uint32, bool) {
+	n, err := strconv.ParseUint(dataOf(ctx, "term-id"), 10, 32)
+	return uint32(n), err == nil && n != 0
+}
+
+func (p *TerminalPanel) tabRunning(id uint32) bool {
+	for _, t := range p.ui.View.Tabs {
+		if t.ID == id {
+			return !t.Exited
+		}
+	}
+	return false
+}
+
+func (p *TerminalPanel) tabLabel(id uint32) string {
+	for _, t := range p.ui.View.Tabs {
+		if t.ID == id {
+			return t.Label
+		}
+	}
+	return "this terminal"
+}
+
+// endedText says why a terminal ended, for people.
+func endedText(reason string) string {
+	if strings.HasPrefix(reason, "agent helper exited") { // terminal.ErrHelperExited (gateway side only)
+		return "the agent's sandbox stopped unexpectedly. Open a new terminal to start it again."
+	}
+	return reason
+}
+
+// termErrorText turns the server's error into a sentence for people: never a socket path or
+// an internal error string.
+func termErrorText(code terminal.ErrCode, msg string) string {
+	switch code {
+	case terminal.ErrCodeHelper:
+		switch {
+		case strings.Contains(msg, "backend unavailable"):
+			return "This agent's sandbox cannot start: its backend is unavailable. An admin can see why under Users → Backend health."
+		case strings.Contains(msg, "host backend not allowed"):
+			return "This server does not allow host agents: an admin must start it with --allow-host-backend."
+		}
+		return "The agent's sandbox could not be reached. Try again in a moment."
+	case terminal.ErrCodeLimit, terminal.ErrCodeWatchOnly, terminal.ErrCodeNotFound:
+		return msg // the server's own sentences
+	case terminal.ErrCodeSlow:
+		return "This connection fell too far behind and was reset."
+	}
+	return "Something went wrong on the server. Try again."
 }
 
 // renderKeys is the phone keys bar. Its buttons never take the focus from the

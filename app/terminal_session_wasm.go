@@ -3,6 +3,8 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"net/url"
 	"strconv"
 	"sync"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/maxence-charriere/go-app/v10/pkg/app"
+	"github.com/porthole/porthole/api"
 	"github.com/porthole/porthole/terminal"
 )
 
@@ -37,6 +40,9 @@ type termSession struct {
 	conns    int // connections that got a Hello
 	timer    *time.Timer
 	status   string
+	blocked  bool   // no automatic reconnect (access removed, agent gone): the user decides
+	flashMsg string // a passing message (paste refused)
+	noticeT  *time.Timer
 	mods     termMods
 	found    string
 	phone    bool
@@ -75,6 +81,7 @@ func newTermSessionTry(ctx app.Context, p *TerminalPanel, try int) termDriver {
 	}
 	s := &termSession{ctx: ctx, panel: p, agentID: p.AgentID, hostID: p.hostID, screens: map[uint32]*termScreen{}, ws: js.Null()}
 	s.c = newTermClient(s, terminal.ModeOf(p.Mode))
+	s.c.want = p.Term
 	s.status = "connecting…"
 
 	// Phone layout: follow the media query.
@@ -140,7 +147,8 @@ func (s *termSession) refresh(ctx app.Context) {
 }
 
 func (s *termSession) snapshot() termUI {
-	return termUI{View: s.c.view(), Status: s.status, Connected: s.c.connected, Mods: s.mods, Found: s.found, Phone: s.phone, Conns: s.conns}
+	return termUI{View: s.c.view(), Status: s.status, Blocked: s.blocked, Connected: s.c.connected, Mods: s.mods,
+		Found: s.found, Phone: s.phone, Conns: s.conns, Notice: s.flashMsg}
 }
 
 // syncShown shows the active screen only; a newly shown screen is fitted and focused.
@@ -177,6 +185,7 @@ func (s *termSession) connect() {
 	})
 	var funcs []js.Func
 	onClose := js.FuncOf(func(this js.Value, args []js.Value) any {
+		code, reason := args[0].Get("code").Int(), args[0].Get("reason").String()
 		s.do(func() {
 			for _, f := range funcs {
 				f.Release() // allowed while one of them runs
@@ -184,7 +193,7 @@ func (s *termSession) connect() {
 			if !s.ws.Equal(ws) {
 				return // an old connection (reconnect now)
 			}
-			s.closed(args[0])
+			s.closed(code, reason)
 		})
 		return nil
 	})
@@ -194,9 +203,11 @@ func (s *termSession) connect() {
 	s.wsFuncs = funcs
 }
 
-// closed handles the end of the current connection (mu held): detach, and
-// schedule a reconnect with backoff.
-func (s *termSession) closed(ev js.Value) {
+// closed handles the end of the current connection (mu held): detach, then reconnect. A close
+// for an access change (1008: share, permissions, password, agent deleted) first asks the API
+// whether the user may still watch this terminal: if so it reconnects at once, else it says
+// why in a sentence and waits for the user. Anything else reconnects with backoff.
+func (s *termSession) closed(code int, reason string) {
 	s.ws = js.Null()
 	s.wsFuncs = nil
 	s.c.disconnected()
@@ -206,13 +217,23 @@ func (s *termSession) closed(ev js.Value) {
 	if s.stopped {
 		return
 	}
+	if code == 1008 {
+		s.status = "Your access changed: checking it…"
+		go s.checkAccess() // owner: this session; one API call, then it returns
+		return
+	}
+	why := "Connection lost"
+	if code == 1001 {
+		why = "The server is restarting"
+	}
+	s.retry(why)
+}
+
+// retry schedules a reconnect with backoff (mu held).
+func (s *termSession) retry(why string) {
 	d := termBackoff(s.attempt)
 	s.attempt++
-	reason := "connection lost"
-	if r := ev.Get("reason"); r.Truthy() && r.String() != "" {
-		reason = "connection lost: " + r.String()
-	}
-	s.status = reason + " — reconnecting in " + d.Round(100*time.Millisecond).String() + "…"
+	s.status = why + ": reconnecting in " + d.Round(100*time.Millisecond).String() + "…"
 	s.timer = time.AfterFunc(d, func() {
 		s.do(func() {
 			s.timer = nil
@@ -220,6 +241,33 @@ func (s *termSession) closed(ev js.Value) {
 				s.connect()
 			}
 		})
+	})
+}
+
+// checkAccess runs off the lock: may the user still watch this agent's terminal?
+func (s *termSession) checkAccess() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := apiClient.Agent(ctx, s.agentID)
+	s.do(func() {
+		if s.stopped || !s.ws.IsNull() {
+			return
+		}
+		switch {
+		case errors.Is(err, ErrUnauthorized):
+			s.blocked, s.status = true, "You were logged out (your password changed, or the session was ended)."
+			forgetUser()
+			s.ctx.Dispatch(func(ctx app.Context) { ctx.Navigate(loginURL(ctx.Page().URL())) })
+		case errors.Is(err, ErrNotFound):
+			s.blocked, s.status = true, "This agent was deleted, or it is no longer shared with you."
+		case err != nil:
+			s.retry("The server cannot be reached")
+		case !a.Access.Terminal.AtLeast(api.LevelWatch):
+			s.blocked, s.status = true, "Your access to this agent's terminal was removed."
+		default:
+			s.attempt = 0
+			s.connect() // still allowed (perhaps at another level): the server's Hello says which
+		}
 	})
 }
 
@@ -269,7 +317,7 @@ func (s *termSession) message(ws js.Value, data js.Value) {
 		if _, ok := m.(terminal.Hello); ok {
 			s.attempt = 0
 			s.conns++
-			s.status = ""
+			s.status, s.blocked = "", false
 			ack := s.c.ackBytes()
 			for _, sc := range s.screens {
 				sc.h.Call("setAckBytes", ack)
@@ -307,6 +355,12 @@ func (s *termSession) create(id uint32) {
 	opts := map[string]any{
 		"readOnly": !s.c.driving(id),
 		"ackBytes": s.c.ackBytes(),
+		"fontSize": termFontSize(),
+		"onNotice": fn(func(a []js.Value) { s.flash(a[0].String()) }),
+		"onFontSize": fn(func(a []js.Value) {
+			// A pinch changed the size: every terminal follows, and this device remembers it.
+			localSet(termFontKey, strconv.Itoa(clampFont(a[0].Int())))
+		}),
 		"onData": fn(func(a []js.Value) {
 			data := a[0].String()
 			if s.mods.any() {
@@ -402,8 +456,18 @@ func (s *termSession) activate(id uint32) {
 		if _, ok := s.c.terms[id]; ok {
 			s.c.active = id
 			s.found = ""
+			replaceURL(agentHref(s.agentID, api.SurfaceTerminal) + "&term=" + strconv.FormatUint(uint64(id), 10))
 		}
 	})
+}
+
+// flash shows a passing notice for a few seconds (mu held).
+func (s *termSession) flash(text string) {
+	s.flashMsg = text
+	if s.noticeT != nil {
+		s.noticeT.Stop()
+	}
+	s.noticeT = time.AfterFunc(6*time.Second, func() { s.do(func() { s.flashMsg = "" }) })
 }
 
 func (s *termSession) key(name string) {
@@ -468,6 +532,7 @@ func (s *termSession) paste() {
 // reconnect drops the waiting time of a pending reconnect.
 func (s *termSession) reconnect() {
 	s.do(func() {
+		s.blocked = false
 		if s.timer != nil {
 			s.timer.Stop()
 			s.timer = nil
@@ -488,6 +553,9 @@ func (s *termSession) stop() {
 	s.stopped = true
 	if s.timer != nil {
 		s.timer.Stop()
+	}
+	if s.noticeT != nil {
+		s.noticeT.Stop()
 	}
 	if !s.ws.IsNull() {
 		s.ws.Set("onmessage", js.Null())

@@ -16,11 +16,19 @@ var apiClient = &Client{}
 
 // session caches the logged-in user between pages; login and logout reset it.
 var session struct {
-	mu sync.Mutex
-	me *api.Me
+	mu   sync.Mutex
+	me   *api.Me
+	call *meCall // the /api/me request in flight, shared by every caller
 }
 
-// currentUser returns the logged-in user, asking the gateway once per session.
+type meCall struct {
+	done chan struct{}
+	me   api.Me
+	err  error
+}
+
+// currentUser returns the logged-in user, asking the gateway once per session: callers that
+// come while the question is out (the top bar and the page, at once) share its answer.
 // It blocks: call it from ctx.Async only.
 func currentUser(ctx context.Context) (api.Me, error) {
 	session.mu.Lock()
@@ -29,21 +37,37 @@ func currentUser(ctx context.Context) (api.Me, error) {
 		session.mu.Unlock()
 		return me, nil
 	}
+	if call := session.call; call != nil {
+		session.mu.Unlock()
+		select {
+		case <-call.done:
+			return call.me, call.err
+		case <-ctx.Done():
+			return api.Me{}, ctx.Err()
+		}
+	}
+	call := &meCall{done: make(chan struct{})}
+	session.call = call
 	session.mu.Unlock()
 	me, err := apiClient.Me(ctx)
-	if err != nil {
-		return api.Me{}, err
-	}
 	session.mu.Lock()
-	session.me = &me
+	call.me, call.err = me, err
+	if err == nil && session.call == call {
+		session.me = &me
+	}
+	if session.call == call {
+		session.call = nil
+	}
 	session.mu.Unlock()
-	return me, nil
+	close(call.done)
+	return me, err
 }
 
 // forgetUser drops the cached user (after login or logout).
 func forgetUser() {
 	session.mu.Lock()
 	session.me = nil
+	session.call = nil
 	session.mu.Unlock()
 }
 
@@ -109,6 +133,20 @@ func backendBadges(b api.Backend) app.UI {
 			return badge("badge-network", "network: "+b.Network)
 		}),
 	)
+}
+
+// icons are the app's few pictograms, as inline SVG (static markup, never user data): the
+// system fonts do not all have ⛶ or ⌕.
+var icons = map[string]string{
+	"fullscreen": `<path d="M4 9V4h5M15 4h5v5M20 15v5h-5M9 20H4v-5"/>`,
+	"search":     `<circle cx="10.5" cy="10.5" r="6"/><path d="M15 15l5 5"/>`,
+	"menu":       `<path d="M4 7h16M4 12h16M4 17h16"/>`,
+}
+
+// icon draws a pictogram; the button around it carries the label.
+func icon(name string) app.UI {
+	return app.Raw(`<svg class="icon-svg" viewBox="0 0 24 24" width="20" height="20" aria-hidden="true" fill="none" ` +
+		`stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round">` + icons[name] + `</svg>`)
 }
 
 // loading is the placeholder shown until a page's data arrives (and in the pre-rendered HTML).

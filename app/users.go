@@ -20,6 +20,8 @@ type UsersPage struct {
 	err      error
 	notice   string
 	deleting string
+	resetID  string // the user whose password is being reset
+	resetPW  string
 
 	// the create form
 	newName  string
@@ -90,8 +92,27 @@ func (p *UsersPage) create(ctx app.Context, e app.Event) {
 	})
 }
 
-func (p *UsersPage) setPerm(u api.User, s api.Surface) app.EventHandler {
+// The row handlers find their user through the row's data-user-id (dataOf), at the time of the
+// event: go-app keeps a row's first handlers when the list re-renders, so a captured user could
+// be stale (their permissions before the last change) or another user.
+
+// rowUser is the user of the row an event came from.
+func (p *UsersPage) rowUser(ctx app.Context) (api.User, bool) {
+	id := dataOf(ctx, "user-id")
+	for _, u := range p.users {
+		if u.ID == id && id != "" {
+			return u, true
+		}
+	}
+	return api.User{}, false
+}
+
+func (p *UsersPage) setPerm(s api.Surface) app.EventHandler {
 	return func(ctx app.Context, e app.Event) {
+		u, ok := p.rowUser(ctx)
+		if !ok {
+			return
+		}
 		perms := u.Permissions
 		l := api.Level(jsValue(ctx))
 		switch s {
@@ -108,28 +129,53 @@ func (p *UsersPage) setPerm(u api.User, s api.Surface) app.EventHandler {
 	}
 }
 
-func (p *UsersPage) setAdmin(u api.User) app.EventHandler {
-	return func(ctx app.Context, e app.Event) {
-		admin := jsChecked(ctx)
-		p.run("Saved "+u.Username+"'s role.", func(c context.Context) error {
-			return apiClient.UpdateUser(c, u.ID, api.UpdateUserRequest{Admin: &admin})
-		})
+func (p *UsersPage) setAdmin(ctx app.Context, e app.Event) {
+	u, ok := p.rowUser(ctx)
+	if !ok {
+		return
 	}
+	admin := jsChecked(ctx)
+	p.run("Saved "+u.Username+"'s role.", func(c context.Context) error {
+		return apiClient.UpdateUser(c, u.ID, api.UpdateUserRequest{Admin: &admin})
+	})
 }
 
-func (p *UsersPage) askDelete(id string) app.EventHandler {
-	return func(ctx app.Context, e app.Event) { p.deleting = id }
+func (p *UsersPage) askDelete(ctx app.Context, e app.Event) {
+	p.deleting, p.resetID = dataOf(ctx, "user-id"), ""
 }
 
 func (p *UsersPage) cancelDelete(ctx app.Context, e app.Event) { p.deleting = "" }
 
-func (p *UsersPage) confirmDelete(u api.User) app.EventHandler {
-	return func(ctx app.Context, e app.Event) {
-		p.deleting = ""
-		p.run("Deleted user "+u.Username+".", func(c context.Context) error {
-			return apiClient.DeleteUser(c, u.ID)
-		})
+func (p *UsersPage) askReset(ctx app.Context, e app.Event) {
+	p.resetID, p.resetPW, p.deleting = dataOf(ctx, "user-id"), "", ""
+}
+
+func (p *UsersPage) saveReset(ctx app.Context, e app.Event) {
+	e.PreventDefault()
+	u, ok := p.rowUser(ctx)
+	if !ok || u.ID != p.resetID {
+		return
 	}
+	pw := p.resetPW
+	if pw == "" {
+		p.err = errors.New("type the new password first")
+		return
+	}
+	p.resetID, p.resetPW = "", ""
+	p.run("Set a new password for "+u.Username+"; their sessions were logged out.", func(c context.Context) error {
+		return apiClient.UpdateUser(c, u.ID, api.UpdateUserRequest{Password: &pw})
+	})
+}
+
+func (p *UsersPage) confirmDelete(ctx app.Context, e app.Event) {
+	u, ok := p.rowUser(ctx)
+	if !ok || u.ID != p.deleting {
+		return
+	}
+	p.deleting = ""
+	p.run("Deleted user "+u.Username+".", func(c context.Context) error {
+		return apiClient.DeleteUser(c, u.ID)
+	})
 }
 
 func (p *UsersPage) setNewPerm(s api.Surface) app.EventHandler {
@@ -159,7 +205,7 @@ func (p *UsersPage) Render() app.UI {
 				return app.P().Class("empty").Text("Only an admin can manage users.")
 			}),
 			app.If(p.loaded && p.me.Admin, func() app.UI {
-				return app.Div().Body(p.renderList(), p.renderCreate())
+				return app.Div().Body(p.renderList(), p.renderCreate(), &HealthPanel{})
 			}),
 		),
 	)
@@ -187,26 +233,36 @@ func (p *UsersPage) renderUser(u api.User) app.UI {
 	perm := func(s api.Surface) app.UI {
 		return app.Td().DataSet("label", surfaceTitle(s)).Body(
 			app.Select().Class("perm-"+string(s)).Aria("label", surfaceTitle(s)+" permission of "+u.Username).
-				Disabled(p.busy).OnChange(p.setPerm(u, s)).Body(levelOptions(u.Permissions.Get(s))...),
+				Disabled(p.busy).OnChange(p.setPerm(s)).Body(levelOptions(u.Permissions.Get(s))...),
 		)
 	}
 	var actions app.UI
 	switch {
 	case self:
-		actions = app.Span().Class("muted").Text("you")
+		actions = app.Span().Class("muted").Body(app.Text("you · "), app.A().Href("/account").Text("your password"))
+	case p.resetID == u.ID:
+		actions = app.Form().Class("row-actions", "reset-form").OnSubmit(p.saveReset).Body(
+			app.Input().Type("password").Class("reset-input").Aria("label", "New password for "+u.Username).
+				Attr("autocomplete", "new-password").Placeholder("new password").Value(p.resetPW).OnInput(p.ValueTo(&p.resetPW)),
+			app.Button().Type("submit").Class("primary", "reset-save").Text("Set"),
+			app.Button().Type("button").Class("ghost").OnClick(func(ctx app.Context, e app.Event) { p.resetID = "" }).Text("Cancel"),
+		)
 	case p.deleting == u.ID:
 		actions = app.Span().Class("row-actions").Body(
-			app.Button().Type("button").Class("danger", "confirm-delete").OnClick(p.confirmDelete(u)).Text("Delete"),
+			app.Button().Type("button").Class("danger", "confirm-delete").OnClick(p.confirmDelete).Text("Delete"),
 			app.Button().Type("button").Class("ghost").OnClick(p.cancelDelete).Text("Cancel"),
 		)
 	default:
-		actions = app.Button().Type("button").Class("ghost", "delete-user").OnClick(p.askDelete(u.ID)).Text("Delete")
+		actions = app.Span().Class("row-actions").Body(
+			app.Button().Type("button").Class("ghost", "reset-password").OnClick(p.askReset).Text("Reset password"),
+			app.Button().Type("button").Class("ghost", "delete-user").OnClick(p.askDelete).Text("Delete"),
+		)
 	}
 	return app.Tr().DataSet("user-id", u.ID).Body(
 		app.Td().Class("username").Text(u.Username),
 		app.Td().DataSet("label", "Admin").Body(
 			app.Input().Type("checkbox").Class("admin-toggle").Aria("label", "admin").Checked(u.Admin).
-				Disabled(self || p.busy).OnChange(p.setAdmin(u)),
+				Disabled(self || p.busy).OnChange(p.setAdmin),
 		),
 		perm(api.SurfaceTerminal), perm(api.SurfaceDesktop), perm(api.SurfaceBrowser),
 		app.Td().Body(actions),

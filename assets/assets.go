@@ -145,6 +145,9 @@ func (h *handler) lookup(p string) (f *file, page bool) {
 	if p == "/" || p == "/index.html" {
 		return h.files["/index.html"], true
 	}
+	if p == "/favicon.ico" { // what browsers ask for when a page names no icon (the offline page, a PDF...)
+		return h.files["/web/icon-192.png"], false
+	}
 	if f, ok := h.files[p]; ok {
 		return f, false
 	}

@@ -175,10 +175,14 @@ func TestWasmVersionedIsImmutableAndRevalidates(t *testing.T) {
 func TestNotFoundAndMethods(t *testing.T) {
 	tree, _ := fakeTree(t)
 	h := New(tree)
-	for _, p := range []string{"/web/missing.js", "/favicon.ico", "/web/app.wasm.br", "/web/app.wasm.gz", "/web/agents"} {
+	for _, p := range []string{"/web/missing.js", "/favicon.png", "/web/app.wasm.br", "/web/app.wasm.gz", "/web/agents"} {
 		if resp := get(t, h, p); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("GET %s: status %d, want 404", p, resp.StatusCode)
 		}
+	}
+	// /favicon.ico, which browsers ask for on their own, is the app's icon.
+	if resp := get(t, h, "/favicon.ico"); resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/png" {
+		t.Errorf("GET /favicon.ico: status %d type %q, want the icon", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader("x")))

@@ -14,6 +14,8 @@
 //     onTitle(str),             // OSC 0/2 window title — a plain string: show it as TEXT
 //     onAck(bytes),             // bytes xterm.js has parsed and rendered since the last ack
 //     onSearch(index, count),   // search results changed (index -1: none selected)
+//     onNotice(str),            // a message for the user (the browser refused a paste)
+//     onFontSize(px),           // a pinch changed the text size (remember it)
 //   });
 //   h.write(u8, cb)   // write output (Uint8Array or string); cb() once it is parsed
 //
@@ -29,7 +31,9 @@
 //   h.reset()         // clear screen and scrollback (before a gap/replay)
 //   h.resetAcks()     // a new connection: forget bytes not yet acknowledged
 //   h.setAckBytes(n)  // batch size of acknowledgements (a fraction of the server's window)
-//   h.setFixedSize(c, r) // watchers: the PTY's size, scaled down to fit; (0, 0) = fit again
+//   h.setFixedSize(c, r) // watchers: show exactly the PTY's grid: the font shrinks until it
+//                        // fits (never a CSS scale), or the grid pans; (0, 0) = fit again
+//   h.setFontSize(px)    // the preferred text size (a watcher's fitted size stays at most this)
 //   h.setReadOnly(bool)
 //   h.size()          // {cols, rows}; 0×0 until the first fit
 //   h.text()          // the active buffer's lines joined by "\n" (tests, search fallback)
@@ -38,6 +42,7 @@
 //
 //   window.porthole.term.noBlur(el)      // mousedown/touch on el's buttons keeps the terminal focused
 //   window.porthole.term.watchViewport(cb) // visualViewport changes → CSS vars + cb()
+//   window.porthole.term.setFontSize(px) // every live terminal (the app's text size setting)
 //   window.porthole.term.handles         // live handles, for tests
 //
 // Flow control follows ttyd and the xterm.js guide ("flow control"): every
@@ -49,6 +54,26 @@
   const porthole = (window.porthole = window.porthole || {});
   const handles = new Set();
   const enc = new TextEncoder();
+
+  // hardwareWebGL reports, once per page, whether WebGL runs on a GPU. Software WebGL
+  // (SwiftShader, llvmpipe) is slower than xterm.js's DOM renderer, and Chromium warns in the
+  // console for every software context.
+  let webglOK = null;
+  function hardwareWebGL() {
+    if (webglOK !== null) return webglOK;
+    webglOK = false;
+    try {
+      const g = document.createElement("canvas").getContext("webgl2");
+      if (g) {
+        const info = g.getExtension("WEBGL_debug_renderer_info");
+        const r = info ? String(g.getParameter(info.UNMASKED_RENDERER_WEBGL)) : "";
+        webglOK = !/swiftshader|llvmpipe|softpipe|software/i.test(r);
+        const lose = g.getExtension("WEBGL_lose_context");
+        if (lose) lose.loseContext();
+      }
+    } catch (e) { /* no WebGL */ }
+    return webglOK;
+  }
 
   function create(host, opts) {
     opts = opts || {};
@@ -69,7 +94,10 @@
       title: later(opts.onTitle),
       ack: later(opts.onAck),
       search: later(opts.onSearch),
+      notice: later(opts.onNotice),
+      fontSize: later(opts.onFontSize),
     };
+    let prefSize = opts.fontSize || 14;
     let ackBytes = opts.ackBytes > 0 ? opts.ackBytes : 65536;
 
     const el = document.createElement("div");
@@ -82,7 +110,7 @@
       cursorBlink: true,
       disableStdin: !!opts.readOnly,
       fontFamily: opts.fontFamily || 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace',
-      fontSize: opts.fontSize || 14,
+      fontSize: prefSize,
       scrollback: opts.scrollback || 5000,
       theme: { background: "#101317", foreground: "#d8dee9" },
     });
@@ -102,10 +130,8 @@
     // (no GPU, context lost, addon missing) — silently.
     let webgl = null;
     function loadWebgl() {
-      if (!window.WebglAddon || opts.webgl === false) return;
+      if (!window.WebglAddon || opts.webgl === false || !hardwareWebGL()) return;
       try {
-        const probe = document.createElement("canvas");
-        if (!probe.getContext("webgl2")) return;
         webgl = new WebglAddon.WebglAddon();
         webgl.onContextLoss(function () {
           try { webgl.dispose(); } catch (e) { /* already gone */ }
@@ -168,13 +194,16 @@
     }
 
     // Two sizing modes: fit (the grid follows the host element; drivers) and
-    // fixed (the grid is the PTY's size and scales down to fit; watchers).
+    // fixed (the grid is the PTY's size; watchers). A fixed grid is never scaled
+    // with CSS (blurry, clipped letters): the font size goes down, in steps,
+    // until the whole grid fits, and below minFont the grid pans instead.
     let visible = true;
     let fixed = null;
     let fitted = false; // the grid has been fitted to the host once
+    const minFont = 6;
     function fit() {
       if (disposed || !visible || el.clientWidth === 0 || el.clientHeight === 0) return;
-      if (fixed) { scaleToHost(); return; }
+      if (fixed) { fitFixed(); return; }
       // onResize fires when the grid changes; the first fit reports the size
       // even when it is xterm.js's default, so the server learns it.
       try { fitAddon.fit(); } catch (e) { return; /* not laid out yet */ }
@@ -183,16 +212,64 @@
         cb.resize(term.cols, term.rows);
       }
     }
-    function scaleToHost() {
-      const x = term.element;
-      if (!x) return;
-      x.style.transform = "";
-      const w = x.scrollWidth, hgt = x.scrollHeight;
-      if (!w || !hgt) return;
-      const s = Math.min(1, el.clientWidth / w, el.clientHeight / hgt);
-      x.style.transformOrigin = "0 0";
-      x.style.transform = s < 1 ? "scale(" + s + ")" : "";
+    function gridSize() {
+      const s = term.element && term.element.querySelector(".xterm-screen");
+      return s ? { w: s.offsetWidth, h: s.offsetHeight } : { w: 0, h: 0 };
     }
+    let fixing = 0; // a fitFixed in progress (its generation)
+    function fitFixed() {
+      if (!fixed || disposed) return;
+      const gen = ++fixing;
+      if (term.cols !== fixed.cols || term.rows !== fixed.rows) term.resize(fixed.cols, fixed.rows);
+      let size = prefSize;
+      term.options.fontSize = size;
+      // Measure after the renderer has laid out the new size, then shrink: a first
+      // guess from the ratio, then half-pixel steps while it still overflows.
+      const step = function (n) {
+        if (gen !== fixing || disposed || !fixed) return;
+        const g = gridSize(), W = el.clientWidth, H = el.clientHeight;
+        if (!g.w || !g.h || !W || !H) return;
+        const over = g.w > W + 0.5 || g.h > H + 0.5;
+        if (over && size > minFont && n < 12) {
+          const ratio = Math.min(W / g.w, H / g.h);
+          const next = n === 0 ? Math.floor(size * ratio * 2) / 2 : size - 0.5;
+          size = Math.max(minFont, Math.min(size - 0.5, next));
+          term.options.fontSize = size;
+          requestAnimationFrame(function () { step(n + 1); });
+          return;
+        }
+        el.classList.toggle("pan", over); // still too big at the smallest size: scroll to pan
+      };
+      requestAnimationFrame(function () { step(0); });
+    }
+    function setFontSize(px) {
+      px = Math.max(minFont, Math.min(48, +px || 14));
+      prefSize = px;
+      if (fixed) { fitFixed(); return; }
+      term.options.fontSize = px;
+      fitSoon();
+    }
+
+    // Pinch (two fingers) changes the text size of every terminal; the size is
+    // reported once the fingers lift, so the app can remember it.
+    let pinch = null;
+    function dist(t) { return Math.hypot(t[0].clientX - t[1].clientX, t[0].clientY - t[1].clientY); }
+    const onTouchStart = function (ev) {
+      if (ev.touches.length === 2) pinch = { d: dist(ev.touches), size: prefSize };
+    };
+    const onTouchMove = function (ev) {
+      if (!pinch || ev.touches.length !== 2) return;
+      ev.preventDefault();
+      const next = Math.round(Math.max(minFont + 2, Math.min(40, pinch.size * dist(ev.touches) / pinch.d)));
+      if (next !== prefSize) setFontSizeAll(next);
+    };
+    const onTouchEnd = function (ev) {
+      if (pinch && ev.touches.length < 2) { pinch = null; cb.fontSize(prefSize); }
+    };
+    el.addEventListener("touchstart", onTouchStart, { passive: true });
+    el.addEventListener("touchmove", onTouchMove, { passive: false });
+    el.addEventListener("touchend", onTouchEnd, { passive: true });
+    el.addEventListener("touchcancel", onTouchEnd, { passive: true });
     let fitTimer = 0;
     function fitSoon() {
       if (fitTimer) return;
@@ -236,8 +313,14 @@
       copy: copy,
       paste: function (text) { if (!readOnly && text) term.paste(String(text)); },
       pasteClipboard: function () {
-        if (readOnly || !navigator.clipboard || !navigator.clipboard.readText) return;
-        navigator.clipboard.readText().then(function (t) { if (t) term.paste(t); }).catch(function () {});
+        if (readOnly) return;
+        const refused = function () {
+          cb.notice("The browser did not let Porthole read the clipboard. Paste with Ctrl+Shift+V (or a long press and Paste) in the terminal instead.");
+        };
+        if (!navigator.clipboard || !navigator.clipboard.readText) { refused(); return; }
+        navigator.clipboard.readText().then(function (t) {
+          if (t) term.paste(t); else cb.notice("The clipboard is empty.");
+        }).catch(refused);
       },
       // writeLocal writes text of our own (a notice): not output, never acknowledged.
       writeLocal: function (text) { if (!disposed) term.write(String(text)); },
@@ -245,19 +328,23 @@
       // resetAcks forgets unacknowledged bytes (call it when a new connection starts).
       resetAcks: function () { epoch++; unacked = 0; },
       setAckBytes: function (n) { if (n > 0) ackBytes = n; },
-      // setFixedSize(cols, rows) shows the grid at exactly that size, scaled
-      // down to the host; setFixedSize(0, 0) goes back to fitting the host.
+      // setFixedSize(cols, rows) shows the grid at exactly that size, the font
+      // fitted to the host; setFixedSize(0, 0) goes back to fitting the host.
       setFixedSize: function (cols, rows) {
         if (cols > 0 && rows > 0) {
+          if (fixed && fixed.cols === cols && fixed.rows === rows) return;
           fixed = { cols: cols, rows: rows };
-          if (term.cols !== cols || term.rows !== rows) term.resize(cols, rows);
-          requestAnimationFrame(scaleToHost);
-        } else {
+          fitFixed();
+        } else if (fixed) {
           fixed = null;
-          if (term.element) term.element.style.transform = "";
+          fixing++;
+          el.classList.remove("pan");
+          term.options.fontSize = prefSize;
           fitSoon();
         }
       },
+      setFontSize: setFontSize,
+      fontSize: function () { return term.options.fontSize; },
       setReadOnly: function (on) {
         readOnly = !!on;
         term.options.disableStdin = readOnly;
@@ -280,6 +367,11 @@
         handles.delete(h);
         if (ro) ro.disconnect();
         if (fitTimer) cancelAnimationFrame(fitTimer);
+        fixing++;
+        el.removeEventListener("touchstart", onTouchStart);
+        el.removeEventListener("touchmove", onTouchMove);
+        el.removeEventListener("touchend", onTouchEnd);
+        el.removeEventListener("touchcancel", onTouchEnd);
         subs.forEach(function (s) { s.dispose(); });
         term.dispose();
         el.remove();
@@ -300,57 +392,28 @@
     return function () { el.removeEventListener("mousedown", stop); };
   }
 
-  // watchViewport tracks the visual viewport (the part of the page the soft
-  // keyboard leaves visible): it sets --porthole-vvh (visible height) and
-  // --porthole-kb (height hidden by the keyboard) on <html>, so the keys bar
-  // can sit right above the keyboard, and calls cb() so terminals refit.
+  // watchViewport calls cb() when the visual viewport (the part of the page the
+  // soft keyboard leaves visible) changes, so terminals refit. theme.js keeps
+  // --porthole-vvh and --porthole-vvtop on <html> for the agent page's layout,
+  // which covers exactly the visual viewport: the keys bar sits right above
+  // the keyboard without scrolling.
   function watchViewport(cb) {
     const vv = window.visualViewport;
-    const root = document.documentElement;
-    let lastKb = 0;
-    const update = function () {
-      const h = vv ? vv.height : window.innerHeight;
-      const top = vv ? vv.offsetTop : 0;
-      const kb = Math.max(0, window.innerHeight - h - top);
-      root.style.setProperty("--porthole-vvh", h + "px");
-      root.style.setProperty("--porthole-kb", kb + "px");
-      // Each panel fills the rest of the page below where it starts.
-      document.querySelectorAll(".terminal-panel").forEach(function (p) {
-        const y = p.getBoundingClientRect().top + window.scrollY;
-        p.style.setProperty("--porthole-terminal-top", Math.max(0, Math.round(y)) + "px");
-      });
-      // The soft keyboard just opened over a focused terminal: bring the
-      // terminal's bottom (and the keys bar) right above it.
-      const a = document.activeElement;
-      const panel = a && a.closest ? a.closest(".terminal-panel") : null;
-      if (kb > lastKb && panel) panel.scrollIntoView({ block: "end" });
-      lastKb = kb;
-      if (cb) cb();
-    };
-    update();
+    const update = function () { if (cb) cb(); };
     const target = vv || window;
     target.addEventListener("resize", update);
-    if (vv) vv.addEventListener("scroll", update);
-    // The page above a panel can change height (a header loads): follow the
-    // body's size too, once per frame.
-    let frame = 0;
-    const soon = function () {
-      if (!frame) frame = requestAnimationFrame(function () { frame = 0; update(); });
-    };
-    const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(soon) : null;
-    if (ro) ro.observe(document.body);
-    return function () {
-      target.removeEventListener("resize", update);
-      if (vv) vv.removeEventListener("scroll", update);
-      if (ro) ro.disconnect();
-      if (frame) cancelAnimationFrame(frame);
-    };
+    return function () { target.removeEventListener("resize", update); };
+  }
+
+  function setFontSizeAll(px) {
+    handles.forEach(function (h) { h.setFontSize(px); });
   }
 
   porthole.term = {
     create: create,
     noBlur: noBlur,
     watchViewport: watchViewport,
+    setFontSize: setFontSizeAll,
     handles: handles,
     // all returns the live handles as an array (tests).
     all: function () { return Array.from(handles); },

@@ -9,6 +9,8 @@ import (
 func main() {
 	// For the first-render benchmark's breakdown: when the Go program started.
 	app.Window().Get("performance").Call("mark", "porthole-go-main")
+	// go-app's informational messages stay out of the console; errors still go there.
+	app.DefaultLogger = porthole.ConsoleErrors
 	porthole.Routes()
 	app.RunWhenOnBrowser()
 }
