@@ -278,7 +278,7 @@ func TestAppShell(t *testing.T) {
 		t.Errorf("agent title = %q, want %q", got, name)
 	}
 
-	// The tabs: Terminal (the terminal panel), Desktop (the desktop viewer), Browser a placeholder.
+	// The tabs: Terminal (the terminal panel), Desktop (the desktop viewer), Browser (its panel).
 	for _, tab := range []string{"terminal", "desktop", "browser"} {
 		c.until(t, "tab "+tab, fmt.Sprintf(`!!document.getElementById("tab-%s")`, tab))
 	}
@@ -286,7 +286,7 @@ func TestAppShell(t *testing.T) {
 	c.steps(t, "open the desktop tab", chromedp.Click(chromedp.ID("tab-desktop")))
 	c.until(t, "the desktop viewer", `!!document.querySelector(".tab-panel .desktop-panel")`)
 	c.steps(t, "open the browser tab", chromedp.Click(chromedp.ID("tab-browser")))
-	c.until(t, "the browser placeholder", `document.querySelector(".tab-panel").textContent.includes("Browser — coming soon")`)
+	c.until(t, "the browser panel", `!!document.querySelector(".tab-panel .browser-panel")`)
 
 	// Back to the list: the new agent is there, as text.
 	c.steps(t, "go to the list", chromedp.Click(chromedp.ID("nav-agents")))
@@ -339,8 +339,9 @@ func TestAppShell(t *testing.T) {
 		t.Errorf("registered workers = %q, want %s/app-worker.js", script, s.URL)
 	}
 
-	// Theme: the toggle flips it and the choice survives a reload.
+	// Theme: the toggle (in the agent page's menu) flips it and the choice survives a reload.
 	before := js[string](t, c, `getComputedStyle(document.body).backgroundColor`)
+	c.steps(t, "open the menu", chromedp.Click(chromedp.CSS(".agent-menu-toggle")))
 	c.steps(t, "toggle the theme", chromedp.Click(chromedp.ID("theme-toggle")))
 	chosen := js[string](t, c, `document.documentElement.dataset.theme`)
 	if chosen != "dark" && chosen != "light" {
@@ -439,9 +440,22 @@ func TestAppWasmThroughGateway(t *testing.T) {
 
 // TestAppPrerendered: the pages the gateway sends before the WASM app runs carry the real,
 // static markup: /login the login form (POST, so a password never lands in a URL), every
-// other app path the shell's top bar and a loading state.
+// other app path (with a session; without one the gateway sends the browser to /login) the
+// shell's top bar and a loading state.
 func TestAppPrerendered(t *testing.T) {
 	s := startShellServer(t)
+	admin := s.login(t, "admin", shellAdminPassword)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for path, want := range map[string]string{"/": "/login", "/agents/some-agent": "/login?next=%2Fagents%2Fsome-agent"} {
+		resp, err := noRedirect.Get(s.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != want {
+			t.Errorf("GET %s without a session = %d → %q, want 302 → %q", path, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	}
 	for _, tt := range []struct {
 		path string
 		want []string
@@ -450,7 +464,11 @@ func TestAppPrerendered(t *testing.T) {
 		{"/", []string{`data-prerendered`, `class="topbar"`, `class="loading"`}},
 		{"/agents/some-agent", []string{`data-prerendered`, `class="topbar"`, `class="loading"`}},
 	} {
-		resp, err := http.Get(s.URL + tt.path)
+		hc := admin.hc
+		if tt.path == "/login" {
+			hc = http.DefaultClient // logged in, /login goes on to the dashboard
+		}
+		resp, err := hc.Get(s.URL + tt.path)
 		if err != nil {
 			t.Fatalf("GET %s: %v", tt.path, err)
 		}

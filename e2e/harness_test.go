@@ -124,6 +124,9 @@ func launchChromium(t testing.TB) context.Context {
 		chromedp.Flag("headless", true),
 		chromedp.Flag("no-sandbox", true), // root on CI machines
 		chromedp.Flag("disable-gpu", true),
+		// No GPU here: WebGL is SwiftShader. Asked for explicitly, Chromium does not warn about
+		// its "automatic fallback" in the console (the app then keeps to xterm.js's DOM renderer).
+		chromedp.Flag("enable-unsafe-swiftshader", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),

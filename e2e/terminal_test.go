@@ -282,8 +282,13 @@ func TestTerminalInBrowser(t *testing.T) {
 		if eval[bool](t, ctx, `porthole.term.all()[0].text().includes("second-2")`) {
 			t.Errorf("the first terminal shows the second one's output")
 		}
-		// Close it: the shell is hung up, the tab shows it ended, then goes.
+		// Close it: it asks first (a program may be running), then the shell is hung up, the
+		// tab shows it ended, then goes.
 		do(t, ctx, "close the second terminal", 10*time.Second, chromedp.Click(chromedp.CSS(".terminal-tab.active .terminal-tab-close")))
+		if eval[bool](t, ctx, `!!document.querySelector(".terminal-tab.active.exited")`) {
+			t.Fatalf("the terminal ended without asking")
+		}
+		do(t, ctx, "confirm", 10*time.Second, chromedp.Click(chromedp.CSS(".terminal-close-confirm")))
 		waitJS(t, ctx, "the tab shows the terminal ended", `!!document.querySelector(".terminal-tab.active.exited") && /closed/.test(document.querySelector(".terminal-ended").textContent)`, 20*time.Second)
 		do(t, ctx, "remove the ended tab", 10*time.Second, chromedp.Click(chromedp.CSS(".terminal-tab.active .terminal-tab-close")))
 		waitJS(t, ctx, "back to one tab", `document.querySelectorAll(".terminal-tab").length === 1 && porthole.term.all().length === 1`, 10*time.Second)
