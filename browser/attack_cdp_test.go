@@ -283,3 +283,125 @@ func TestAttackCDPLifecycleUnderFlood(t *testing.T) {
 	}
 	ws.Close()
 }
+
+// quietBrowser is an OpenFunc whose "browser" answers attachToBrowserTarget and every other
+// call with a result of resultSize bytes.
+func quietBrowser(t *testing.T, resultSize int) OpenFunc {
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	pad := strings.Repeat("R", resultSize)
+	return func(ctx context.Context, _ api.Agent) (net.Conn, error) {
+		a, b := net.Pipe()
+		wg.Add(1)
+		go func() { // owner: the test (wg); ends when the gateway closes the stream
+			defer wg.Done()
+			defer b.Close()
+			br := bufio.NewReader(b)
+			n := 0
+			for {
+				raw, err := cdpmux.ReadMessage(br, 1<<26)
+				if err != nil {
+					return
+				}
+				var x struct {
+					ID        int
+					Method    string
+					SessionID string
+				}
+				json.Unmarshal(raw, &x)
+				var reply string
+				if x.Method == "Target.attachToBrowserTarget" {
+					n++
+					reply = fmt.Sprintf(`{"id":%d,"result":{"sessionId":"B%d"}}`, x.ID, n)
+				} else {
+					reply = fmt.Sprintf(`{"id":%d,"result":{"pad":%q},"sessionId":%q}`, x.ID, pad, x.SessionID)
+				}
+				if cdpmux.WriteMessage(b, []byte(reply)) != nil {
+					return
+				}
+			}
+		}()
+		return a, nil
+	}
+}
+
+// TestAttackCDPRouteClientSide: from the WebSocket side, a message over the limit closes the
+// connection with 1009; a client that sends calls and never reads the replies is
+// disconnected (its queue overflows) and frees its slot; a client that goes silent (no
+// message, no pong) is disconnected after cdpReadTimeout.
+func TestAttackCDPRouteClientSide(t *testing.T) {
+	checkGoroutinesCDP(t)
+	s := NewService(Config{Logger: cdpTestLogger(t)}, quietBrowser(t, 64<<10))
+	agent := api.Agent{ID: "a1", OwnerID: "alice"}
+	wsURL := cdpRouteServer(t, s, agent)
+	t.Cleanup(s.Close)
+
+	// A message over 64 MiB.
+	ws, _, err := websocket.DefaultDialer.Dial(wsURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := []byte(`{"id":1,"method":"Runtime.evaluate","params":{"expression":"` + strings.Repeat("x", cdpmux.DefaultMaxMessage) + `"}}`)
+	ws.WriteMessage(websocket.TextMessage, huge)
+	ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, _, err = ws.ReadMessage()
+	if !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
+		t.Errorf("a message over 64 MiB: %v, want close 1009", err)
+	}
+	ws.Close()
+
+	// A client that never reads: 3000 calls whose replies are 64 KiB each.
+	ws, _, err = websocket.DefaultDialer.Dial(wsURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote, start := 0, time.Now()
+	for i := range 3000 {
+		ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if err := ws.WriteMessage(websocket.TextMessage, []byte(fmt.Sprintf(`{"id":%d,"method":"Runtime.evaluate"}`, i))); err != nil {
+			t.Logf("write %d: %v", i, err)
+			break // already disconnected
+		}
+		wrote++
+	}
+	// Not reading (reading would drain the queue): the gateway ends the connection by itself.
+	for len(s.automating(agent.ID)) > 0 && time.Since(start) < 60*time.Second {
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("wrote %d calls; the gateway ended the connection after %v", wrote, time.Since(start).Round(time.Millisecond))
+	if len(s.automating(agent.ID)) > 0 {
+		t.Error("a client that never read 3000 replies of 64 KiB is still connected after 60 s")
+	}
+	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var end error
+	got := 0
+	for end == nil {
+		_, _, end = ws.ReadMessage()
+		got++
+	}
+	t.Logf("read %d messages after", got)
+	t.Logf("the client that never read: %d messages, then %v", got, end)
+	ws.Close()
+
+	// A silent client.
+	s.cdpReadTimeout.Store(int64(500 * time.Millisecond))
+	ws, _, err = websocket.DefaultDialer.Dial(wsURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.SetPingHandler(func(string) error { return nil }) // answers no ping
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, err := ws.ReadMessage(); err == nil {
+		t.Error("a silent client got a message")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Error("a silent client is still connected after 10 s (read timeout 0.5 s)")
+	}
+	ws.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.automating(agent.ID)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(s.automating(agent.ID)); n > 0 {
+		t.Errorf("%d automation connections still counted after every client was disconnected", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/porthole/porthole/api"
@@ -56,6 +57,10 @@ type cdpState struct {
 	autoMu     sync.Mutex
 	automation map[string]map[uint64]Viewer
 	autoSlots  map[string]int // automation connections open or opening, by agent (maxAutomation)
+
+	// cdpReadTimeout, if set (nanoseconds), replaces the constant for new automation
+	// connections (tests).
+	cdpReadTimeout atomic.Int64
 }
 
 // agentCDP is one agent's browser connection.

@@ -42,6 +42,12 @@ const (
 	maxAutomation = 16
 )
 
+// cdpReadTimeout ends a connection from which nothing (no message, no pong to the pings)
+// came for this long: a vanished client does not hold one of the agent's maxAutomation slots
+// until TCP gives up. CDP client libraries answer pings. Tests shorten it
+// (Service.cdpReadTimeout).
+const cdpReadTimeout = 2*cdpPingEvery + 15*time.Second
+
 // errNotOwner is the refusal of a caller who may drive but not automate.
 var errNotOwner = errors.New("only the agent's own token or the agent's owner may connect a CDP client to its browser")
 
@@ -130,13 +136,35 @@ func (s *Service) serveCDP(ctx context.Context, ws *websocket.Conn, agent api.Ag
 	}()
 	stop := context.AfterFunc(ctx, func() { ws.Close() })
 	defer stop()
+	// A client disconnected as too slow is usually stuck in a write to a peer that does not
+	// read: cut that write at once rather than after cdpWriteTimeout.
+	if mc, ok := c.(*cdpmux.Client); ok {
+		wg.Add(1)
+		go func() { // owner: serveCDP (wg); exits when the client or ctx ends
+			defer wg.Done()
+			select {
+			case <-mc.Done():
+				if errors.Is(mc.Err(), cdpmux.ErrSlowClient) {
+					ws.UnderlyingConn().SetWriteDeadline(time.Now())
+				}
+			case <-ctx.Done():
+			}
+		}()
+	}
 	var rerr error
+	readTimeout := cdpReadTimeout
+	if d := s.cdpReadTimeout.Load(); d > 0 {
+		readTimeout = time.Duration(d)
+	}
+	ws.SetReadDeadline(time.Now().Add(readTimeout))
+	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(readTimeout)) })
 	for {
 		_, b, err := ws.ReadMessage()
 		if err != nil {
 			rerr = err
 			break
 		}
+		ws.SetReadDeadline(time.Now().Add(readTimeout))
 		if err := c.Send(ctx, b); err != nil {
 			if errors.Is(err, cdpmux.ErrBadMessage) {
 				continue // Chromium ignores what it cannot parse too

@@ -16,6 +16,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -315,4 +316,36 @@ func TestAttackRefusedMethods(t *testing.T) {
 		t.Errorf("a refused method reached the browser: %v", c)
 	}
 	a.Close()
+}
+
+// TestAttackConcurrentNewClients: clients opened at the same moment stay within MaxClients.
+func TestAttackConcurrentNewClients(t *testing.T) {
+	checkGoroutines(t)
+	m, _ := newFake(t, Config{MaxClients: 4})
+	var mu sync.Mutex
+	var open []*Client
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := m.NewClient(context.Background(), fmt.Sprintf("c%d", i), nil)
+			if err != nil {
+				if !errors.Is(err, ErrTooManyClients) {
+					t.Errorf("NewClient: %v", err)
+				}
+				return
+			}
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(open) != 4 || m.Clients() != 4 {
+		t.Errorf("40 clients at once on a browser of at most 4: %d opened, %d open", len(open), m.Clients())
+	}
+	for _, c := range open {
+		c.Close()
+	}
 }

@@ -129,6 +129,7 @@ type Mux struct {
 	pending  map[uint32]*call     // by the mux's ids
 	sessions map[string]*Client   // session id → owner
 	clients  map[*Client]struct{} // open clients
+	opening  int                  // NewClient calls waiting for their browser session
 	dropped  int                  // messages dropped (logged every 100)
 
 	queued atomic.Int64 // bytes in all clients' queues (Config.MuxQueueBytes)
@@ -688,11 +689,17 @@ type Client struct {
 // not sent).
 func (m *Mux) NewClient(ctx context.Context, name string, filter func(method string, params json.RawMessage) error) (*Client, error) {
 	m.mu.Lock()
-	n := len(m.clients)
-	m.mu.Unlock()
-	if n >= m.cfg.MaxClients {
+	if len(m.clients)+m.opening >= m.cfg.MaxClients {
+		m.mu.Unlock()
 		return nil, fmt.Errorf("%w (%d): close one first", ErrTooManyClients, m.cfg.MaxClients)
 	}
+	m.opening++ // counted until the client is open or failed: concurrent NewClients stay under MaxClients
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.opening--
+		m.mu.Unlock()
+	}()
 	c := &Client{m: m, name: name, filter: filter, sessions: map[string]struct{}{},
 		notify: make(chan struct{}, 1), closed: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(ctx, attachTimeout)
