@@ -15,7 +15,8 @@ func Routes() {
 	app.Route("/admin/users", func() app.Composer { return &UsersPage{} })
 	app.RouteWithRegexp(`^/agents/[^/]+/edit$`, func() app.Composer { return &AgentFormPage{} })
 	app.RouteWithRegexp(`^/agents/[^/]+$`, func() app.Composer { return &AgentPage{} })
-	app.NotFound = &NotFoundPage{}
+	// Last: everything else (go-app v10 would show its own "404" page, not this app's).
+	app.RouteWithRegexp(`.*`, func() app.Composer { return &NotFoundPage{} })
 }
 
 // NotFoundPage is shown for a path that is no page of the app.

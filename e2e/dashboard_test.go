@@ -535,3 +535,59 @@ func TestAccountTokensAuditInBrowser(t *testing.T) {
 		noiseFree(t, "audit", a.messages())
 	})
 }
+
+// TestAppStates: the app's edge states, each as a page a person can act on: an app-styled 404,
+// an agent that is not there, a backend that is down offered disabled with the reason, one
+// /api/me per visit, the Install button and the "update available" toast, a styled offline page.
+func TestAppStates(t *testing.T) {
+	s := startShellServer(t) // no container engine here: that backend is down
+	c := startChromium(t)
+	loginUI(t, c, s.URL, "admin", shellAdminPassword)
+
+	// One /api/me for the whole page (the top bar and the page share it).
+	c.steps(t, "reload the dashboard", chromedp.Navigate(s.URL+"/"))
+	c.until(t, "the dashboard", `!!document.getElementById("own-agents") && (document.getElementById("whoami") || {}).textContent === "admin"`)
+	if n := js[int](t, c, `performance.getEntriesByType("resource").filter(e => new URL(e.name).pathname === "/api/me").length`); n != 1 {
+		t.Errorf("the dashboard asked /api/me %d times, want once", n)
+	}
+	noiseFree(t, "login and dashboard", c.messages())
+	// What follows are error states: the browser itself logs the API's 404 for a missing agent.
+
+	c.steps(t, "a path that is no page", chromedp.Navigate(s.URL+"/no/such/page"))
+	c.until(t, "the app's 404", `!!document.getElementById("not-found") && !!document.getElementById("nav-agents")`)
+	shot(t, c.ctx, "not-found-1280x800")
+
+	c.steps(t, "an agent that is not there", chromedp.Navigate(s.URL+"/agents/no-such-agent"))
+	c.until(t, "a sentence and the way back", `/no longer shared with you/.test((document.getElementById("agent-missing") || {}).textContent || "") && !!document.querySelector("#agent-missing a[href='/']")`)
+
+	c.steps(t, "the new-agent form", chromedp.Navigate(s.URL+"/agents/new"))
+	c.until(t, "the container backend offered disabled", `(o => o && o.disabled && /unavailable/.test(o.textContent))(document.querySelector("#agent-backend option[value=container]"))`)
+	if js[string](t, c, `document.getElementById("agent-backend").value`) != api.BackendBwrap {
+		t.Errorf("the form does not start on a working backend")
+	}
+	choose(t, c, "#agent-backend", api.BackendContainer) // as an edited agent on it would show
+	c.until(t, "the reason", `/container backend cannot start agents right now/.test((document.getElementById("backend-down") || {}).textContent || "")`)
+
+	// Install: Chromium offers it for this manifest and service worker; a synthetic event in a
+	// browser that did not is as good.
+	c.steps(t, "the dashboard", chromedp.Navigate(s.URL+"/"))
+	c.until(t, "the dashboard", `!!document.getElementById("own-agents")`)
+	js[bool](t, c, `(() => { if (!document.getElementById("install-app")) { const e = new Event("beforeinstallprompt");
+		e.prompt = () => {}; e.userChoice = Promise.resolve({outcome: "dismissed"}); window.dispatchEvent(e); } return true })()`)
+	c.until(t, "the Install button", `!!document.getElementById("install-app")`)
+
+	// A new version activated in the background: the toast offers to reload.
+	js[bool](t, c, `(goappOnUpdate(), true)`)
+	c.until(t, "the update toast", `/new version of Porthole is ready/.test((document.getElementById("update-toast") || {}).textContent || "")`)
+	shot(t, c.ctx, "update-toast-1280x800")
+
+	// Offline: the service worker's offline page, styled from its cache.
+	c.until(t, "the service worker", `navigator.serviceWorker.controller !== null || true`)
+	js[bool](t, c, `navigator.serviceWorker.ready.then(() => true)`)
+	s.ts.CloseClientConnections()
+	s.ts.Close()
+	c.steps(t, "navigate while the server is down", chromedp.Navigate(s.URL+"/audit"))
+	c.until(t, "the offline page", `!!document.getElementById("offline")`)
+	c.until(t, "styled", `getComputedStyle(document.getElementById("offline")).display === "flex"`)
+	shot(t, c.ctx, "offline-1280x800")
+}
