@@ -54,6 +54,11 @@ type Config struct {
 	Logger *slog.Logger
 	// OnCall audits an event (surface.Env.Audit).
 	OnCall func(agent api.Agent, v Viewer, action, detail string)
+	// OnChange, if set, is called when what Status returns for an agent may have changed
+	// (status.go: the browser connected or ended, an automation connection opened or closed,
+	// a new frame): surface.Env.Changed. It is called with no lock held, possibly often, and
+	// must not block.
+	OnChange func(agentID string)
 }
 
 // Service is the browser surface's gateway half.
@@ -61,9 +66,11 @@ type Service struct {
 	cfg  Config
 	open OpenFunc
 	log  *slog.Logger
-	// The CDP side (cdp.go) adds its fields through cdpState; the view (view.go) through viewState.
+	// The CDP side (cdp.go) adds its fields through cdpState; the view (view.go) through
+	// viewState; the dashboard's Status (status.go) through statusState.
 	cdpState
 	viewState
+	statusState
 }
 
 var _ surface.Gateway = (*Service)(nil)
@@ -76,12 +83,13 @@ func NewService(cfg Config, open OpenFunc) *Service {
 	s := &Service{cfg: cfg, open: open, log: cfg.Logger.With("surface", "browser")}
 	s.initCDP()
 	s.initView()
+	s.initStatus()
 	return s
 }
 
 // NewGateway builds the gateway half from the server's Env (surface.Description.Gateway).
 func NewGateway(env surface.Env) (surface.Gateway, error) {
-	cfg := Config{Logger: env.Logger}
+	cfg := Config{Logger: env.Logger, OnChange: env.Changed}
 	if env.Audit != nil {
 		cfg.OnCall = func(agent api.Agent, v Viewer, action, detail string) { env.Audit(agent, v, action, detail) }
 	}
@@ -108,6 +116,7 @@ func (s *Service) Routes() []surface.Route {
 func (s *Service) CloseAgent(agentID string) {
 	s.closeViewAgent(agentID)
 	s.closeCDPAgent(agentID)
+	s.statusChanged(agentID)
 }
 
 // Close ends everything on gateway shutdown and waits for the goroutines.

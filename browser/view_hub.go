@@ -117,6 +117,7 @@ func (h *viewHub) run() {
 	err := h.serve()
 	h.end(err)
 	h.s.forgetView(h)
+	h.s.statusChanged(h.agent.ID) // the dashboard: the browser is no longer connected
 }
 
 func (h *viewHub) serve() error {
@@ -147,6 +148,7 @@ func (h *viewHub) serve() error {
 	h.pollAutomation()
 	close(h.ready)
 	h.log.Info("browser view started")
+	h.s.statusChanged(h.agent.ID) // the dashboard: the browser is connected
 	poll := time.NewTicker(automationPoll)
 	defer poll.Stop()
 	for {
@@ -753,6 +755,7 @@ func (h *viewHub) screencastFrame(ev cdpEvent) {
 		ready = ready || s.seq-s.acked < viewWindow
 	}
 	h.mu.Unlock()
+	h.s.statusFrame(h.agent.ID) // the dashboard's thumbnail
 	if ready {
 		// A viewer's window is open: its writer takes this frame now, so Chromium may paint
 		// the next one without waiting for that goroutine to run. Otherwise the ack waits
@@ -924,8 +927,8 @@ func (h *viewHub) firstFrame(ctx context.Context, session string) {
 	}
 	sh := &shot{w: clampU16(lm.V.ClientWidth), h: clampU16(lm.V.ClientHeight), sx: clampI32(lm.V.PageX), sy: clampI32(lm.V.PageY), data: data}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.gotFrame || h.session != session {
+		h.mu.Unlock()
 		return
 	}
 	h.last = sh
@@ -933,4 +936,6 @@ func (h *viewHub) firstFrame(ctx context.Context, session string) {
 		s.shot = sh
 		s.wakeup()
 	}
+	h.mu.Unlock()
+	h.s.statusFrame(h.agent.ID) // the dashboard's thumbnail
 }
