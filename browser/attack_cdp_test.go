@@ -79,6 +79,24 @@ func TestAttackCDPClientAgainstClient(t *testing.T) {
 	if got := view.eval(t, vs, "document.title"); got != "the view's page" {
 		t.Errorf("after the attacks the view's page title = %q", got)
 	}
+	// A second automation client leaves: Chromium reports its browser session detached at the
+	// root; the view is not told (it would name the other client's session).
+	ac2, err := s.newClient(ctx, agent, "automation:token:y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto2 := newCDPTestConn(t, ac2)
+	auto2.call(t, "", "Browser.getVersion", nil)
+	ac2.Close()
+	time.Sleep(500 * time.Millisecond)
+	view.mu.Lock()
+	for _, e := range view.events {
+		if e.Method == "Target.detachedFromTarget" && e.SessionID == "" {
+			t.Errorf("the view was told of another client's detach: %s", e.Params)
+		}
+	}
+	view.mu.Unlock()
+
 	// Chromium's environment. Navigating to file:///proc/self/environ shows an empty page
 	// (Chromium reads /proc's size-0 files as empty); the agent can read Chromium's environ from
 	// its shell anyway (same uid), which is what the test does with the pids SystemInfo gives.

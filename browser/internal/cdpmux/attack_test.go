@@ -349,3 +349,33 @@ func TestAttackConcurrentNewClients(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestAttackRootDetach: a root-level Target.detachedFromTarget naming a client's browser
+// session is not shown to the other clients (it would name that session) and ends that
+// client with ErrDetached; the others go on.
+func TestAttackRootDetach(t *testing.T) {
+	checkGoroutines(t)
+	m, f := newFake(t, Config{})
+	a, b := newC(t, m, "a"), newC(t, m, "b")
+	f.send(map[string]any{"method": "Target.detachedFromTarget", "params": map[string]any{"sessionId": "BROWSER-2"}})
+	f.send(map[string]any{"method": "Target.attachedToTarget", "params": map[string]any{"sessionId": "BROWSER-9"}})
+	select {
+	case <-b.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("b's browser session was detached and b goes on")
+	}
+	if !errors.Is(b.Err(), ErrDetached) {
+		t.Errorf("b ended with %v, want ErrDetached", b.Err())
+	}
+	noRecv(t, a)
+	send(t, a, `{"id":1,"method":"Browser.getVersion"}`)
+	c := f.next1(t)
+	for c["method"] == "Target.detachFromTarget" { // b's close
+		c = f.next1(t)
+	}
+	f.send(map[string]any{"id": c["id"], "sessionId": "BROWSER-1", "result": map[string]any{}})
+	if r := recv(t, a); r["id"] != 1.0 {
+		t.Errorf("a after b was detached: %v", r)
+	}
+	a.Close()
+}

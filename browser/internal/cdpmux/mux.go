@@ -498,10 +498,16 @@ func (m *Mux) ownLocked(c *Client, sid string) {
 
 func (m *Mux) event(x *msg) {
 	if x.SessionID == "" {
-		m.mu.Lock()
-		if x.Method == "Target.detachedFromTarget" {
-			m.detachedLocked(nil, x.Params)
+		switch x.Method {
+		case "Target.detachedFromTarget", "Target.attachedToTarget":
+			// At the root these concern the clients' browser sessions (the mux's root
+			// connection attaches nothing else): the mux's own business, never shown to a
+			// client (it would name another client's session). A client whose browser
+			// session the browser detached has ended.
+			m.rootTargetEvent(x)
+			return
 		}
+		m.mu.Lock()
 		clients := make([]*Client, 0, len(m.clients))
 		for c := range m.clients {
 			clients = append(clients, c)
@@ -537,6 +543,34 @@ func (m *Mux) event(x *msg) {
 		sid = ""
 	}
 	c.push(encode(nil, x.Method, sid, x.Params, nil, nil))
+}
+
+// ErrDetached ends a client whose browser session the browser detached.
+var ErrDetached = errors.New("the browser detached this client's session")
+
+func (m *Mux) rootTargetEvent(x *msg) {
+	if x.Method != "Target.detachedFromTarget" {
+		return
+	}
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(x.Params, &p) != nil || p.SessionID == "" {
+		return
+	}
+	m.mu.Lock()
+	c, ok := m.sessions[p.SessionID]
+	if ok && c.root != p.SessionID {
+		// One of a client's own sessions: forget it (Chromium reports those on the client's
+		// session, so this is a confused or hostile browser).
+		delete(m.sessions, p.SessionID)
+		delete(c.sessions, p.SessionID)
+		ok = false
+	}
+	m.mu.Unlock()
+	if ok {
+		c.closeWith(ErrDetached)
+	}
 }
 
 // detachedLocked forgets the session a Target.detachedFromTarget event names: on a session
