@@ -379,3 +379,36 @@ func TestAttackRootDetach(t *testing.T) {
 	}
 	a.Close()
 }
+
+// TestAttackInnerMessage: a call carried in Target.sendMessageToTarget (a session attached
+// with flatten: false) is held to the same rules: refused methods and the client's filter.
+func TestAttackInnerMessage(t *testing.T) {
+	checkGoroutines(t)
+	m, f := newFake(t, Config{})
+	c, err := m.NewClient(context.Background(), "auto", func(method string, _ json.RawMessage) error {
+		if strings.HasPrefix(method, "Input.") {
+			return errors.New("alice holds control")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range []struct{ inner, want string }{
+		{`{"id":1,"method":"Input.dispatchMouseEvent","params":{"type":"mousePressed","x":1,"y":1}}`, "alice holds control"},
+		{`{"id":2,"method":"Browser.crash"}`, "not allowed"},
+		{`{"id":3,"method":"Tethering.bind","params":{"port":9222}}`, "TCP port"},
+	} {
+		b, _ := json.Marshal(map[string]any{"id": i + 1, "method": "Target.sendMessageToTarget",
+			"params": map[string]any{"sessionId": "OLD", "message": x.inner}})
+		send(t, c, string(b))
+		if r := recv(t, c); !strings.Contains(fmt.Sprint(r["error"]), x.want) {
+			t.Errorf("sendMessageToTarget carrying %s: %v, want an error naming %q", x.inner, r, x.want)
+		}
+	}
+	send(t, c, `{"id":9,"method":"Target.sendMessageToTarget","params":{"sessionId":"OLD","message":"{\"id\":1,\"method\":\"Runtime.evaluate\"}"}}`)
+	if call := f.next1(t); call["method"] != "Target.sendMessageToTarget" {
+		t.Errorf("an allowed inner call: the browser got %v", call)
+	}
+	c.Close()
+}

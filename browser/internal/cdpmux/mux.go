@@ -851,12 +851,22 @@ func (c *Client) Send(ctx context.Context, b []byte) error {
 		// connection is this client's way to leave.
 		return answer(json.RawMessage(`{}`), nil)
 	}
-	if why := Refused(x.Method); why != "" {
-		return answer(nil, cdpError(-32000, "porthole: "+x.Method+" is not allowed: "+why))
+	if err := c.allowed(x.Method, x.Params); err != nil {
+		return answer(nil, cdpError(-32000, err.Error()))
 	}
-	if c.filter != nil {
-		if err := c.filter(x.Method, x.Params); err != nil {
-			return answer(nil, cdpError(-32000, err.Error()))
+	if x.Method == "Target.sendMessageToTarget" {
+		// A call carried inside (a session attached with flatten: false) obeys the same rules.
+		var p struct {
+			Message string `json:"message"`
+		}
+		var inner struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal(x.Params, &p) == nil && json.Unmarshal([]byte(p.Message), &inner) == nil && inner.Method != "" {
+			if err := c.allowed(inner.Method, inner.Params); err != nil {
+				return answer(nil, cdpError(-32000, err.Error()))
+			}
 		}
 	}
 	m := c.m
@@ -888,6 +898,17 @@ func (c *Client) Send(ctx context.Context, b []byte) error {
 	if err := m.enqueue(ctx, out); err != nil {
 		m.forget(id)
 		return err
+	}
+	return nil
+}
+
+// allowed applies Refused and the client's filter to one call.
+func (c *Client) allowed(method string, params json.RawMessage) error {
+	if why := Refused(method); why != "" {
+		return fmt.Errorf("porthole: %s is not allowed: %s", method, why)
+	}
+	if c.filter != nil {
+		return c.filter(method, params)
 	}
 	return nil
 }
