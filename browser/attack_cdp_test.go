@@ -37,6 +37,7 @@ func TestAttackCDPClientAgainstClient(t *testing.T) {
 	open := inProcessHelper(t)
 	s := NewService(Config{Logger: cdpTestLogger(t)}, open)
 	t.Cleanup(s.Close)
+	s.cdpInputAllowed = func(string) (bool, string) { return false, "alice" } // alice holds control
 	agent := api.Agent{ID: "a1", OwnerID: "alice"}
 	ctx := context.Background()
 	vc, err := s.newClient(ctx, agent, "view")
@@ -70,6 +71,18 @@ func TestAttackCDPClientAgainstClient(t *testing.T) {
 		} else {
 			t.Logf("%s: %v", x.name, err)
 		}
+	}
+	// Input past alice's control, carried in sendMessageToTarget on a non-flattened session.
+	var tgt struct{ TargetID string }
+	json.Unmarshal(auto.call(t, "", "Target.createTarget", map[string]any{"url": "about:blank"}), &tgt)
+	var old struct{ SessionID string }
+	json.Unmarshal(auto.call(t, "", "Target.attachToTarget", map[string]any{"targetId": tgt.TargetID, "flatten": false}), &old)
+	msg := `{"id":1,"method":"Input.dispatchKeyEvent","params":{"type":"keyDown","key":"a"}}`
+	if _, err := auto.try("", "Target.sendMessageToTarget", map[string]any{"sessionId": old.SessionID, "message": msg}); err == nil || !strings.Contains(err.Error(), "alice has taken control") {
+		t.Errorf("Input.* inside sendMessageToTarget while alice holds control: %v, want refused naming her", err)
+	}
+	if _, err := auto.try("", "Input.dispatchKeyEvent", map[string]any{"type": "keyDown", "key": "a"}); err == nil || !strings.Contains(err.Error(), "alice has taken control") {
+		t.Errorf("Input.* while alice holds control: %v, want refused naming her", err)
 	}
 	// Allowed: Playwright sets its own download path (in the sandbox's /tmp) as it connects.
 	if _, err := auto.try("", "Browser.setDownloadBehavior", map[string]any{"behavior": "allow", "downloadPath": "/tmp/playwright-artifacts-x"}); err != nil {
