@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"fmt"
 	"image"
+	"image/color"
 	"image/jpeg"
 	"sync"
 	"time"
@@ -170,12 +171,39 @@ func thumbnail(frame []byte) ([]byte, error) {
 	b := src.Bounds()
 	w, h := thumbSize(b.Dx(), b.Dy())
 	dst := image.NewRGBA(image.Rect(0, 0, w, h))
-	draw.BiLinear.Scale(dst, dst.Bounds(), src, b, draw.Src, nil)
+	if y, ok := src.(*image.YCbCr); ok {
+		boxScale(dst, y) // Chromium's frames: no scratch buffer the size of the frame
+	} else {
+		draw.BiLinear.Scale(dst, dst.Bounds(), src, b, draw.Src, nil)
+	}
 	var out bytes.Buffer
 	if err := jpeg.Encode(&out, dst, &jpeg.Options{Quality: thumbQuality}); err != nil {
 		return nil, fmt.Errorf("encode the thumbnail: %w", err)
 	}
 	return out.Bytes(), nil
+}
+
+// boxScale scales src down onto dst (never larger than src): each of dst's pixels is the
+// mean of the box of src's pixels it covers.
+func boxScale(dst *image.RGBA, src *image.YCbCr) {
+	sb, db := src.Bounds(), dst.Bounds()
+	sw, sh, dw, dh := sb.Dx(), sb.Dy(), db.Dx(), db.Dy()
+	for dy := range dh {
+		y0, y1 := sb.Min.Y+dy*sh/dh, sb.Min.Y+max((dy+1)*sh/dh, dy*sh/dh+1)
+		for dx := range dw {
+			x0, x1 := sb.Min.X+dx*sw/dw, sb.Min.X+max((dx+1)*sw/dw, dx*sw/dw+1)
+			var r, g, b, n uint32
+			for y := y0; y < y1; y++ {
+				for x := x0; x < x1; x++ {
+					yi, ci := src.YOffset(x, y), src.COffset(x, y)
+					pr, pg, pb := color.YCbCrToRGB(src.Y[yi], src.Cb[ci], src.Cr[ci])
+					r, g, b, n = r+uint32(pr), g+uint32(pg), b+uint32(pb), n+1
+				}
+			}
+			i := dst.PixOffset(db.Min.X+dx, db.Min.Y+dy)
+			dst.Pix[i], dst.Pix[i+1], dst.Pix[i+2], dst.Pix[i+3] = uint8(r/n), uint8(g/n), uint8(b/n), 0xff
+		}
+	}
 }
 
 // thumbSize fits w × h in thumbMaxW × thumbMaxH (never enlarging), at least 1×1.

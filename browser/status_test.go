@@ -261,3 +261,15 @@ func FuzzThumbnail(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkThumbnail: one dashboard thumbnail of a 1280×800 screencast frame (decode, scale,
+// encode); made at most once per frame while a dashboard is open.
+func BenchmarkThumbnail(b *testing.B) {
+	frame := testJPEG(b, 1280, 800, color.RGBA{200, 30, 30, 255})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := thumbnail(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
