@@ -3,6 +3,7 @@
 package browser
 
 import (
+	"context"
 	"runtime"
 	"strings"
 	"testing"
@@ -69,4 +70,50 @@ ls -l /proc/$p/fd/4
 		t.Errorf("the forged reply reached the view: %.200q", v.foreign)
 	}
 	v.mu.Unlock()
+}
+
+// TestAttackAgentHoldsThePipe: the agent keeps its Chromium's end of the pipe open in a
+// process of its own and kills Chromium, to stand in for the browser on a pipe that never
+// ends: the helper reports the exit anyway (exitDrain after it) and the next client gets a
+// new Chromium, while the agent's process still holds the old pipe.
+func TestAttackAgentHoldsThePipe(t *testing.T) {
+	m := newBrowserManager(t, "")
+	a := jailAgentB("brhold", "alice", api.NetworkNone)
+	s := browserService(t, m)
+	c := dialCDP(t, s, a, "view")
+	if got := c.eval(t, c.openPage(t, ""), "1+1"); got != "2" {
+		t.Fatalf("1+1 = %q", got)
+	}
+	held := make(chan string, 1)
+	go func() { // owner: the test; the exec ends after its sleep (or with the manager)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		res, err := m.Exec(ctx, a, api.ExecRequest{TimeoutS: 45, Command: []string{"sh", "-c", `
+p=$(for d in /proc/[0-9]*; do c=$(tr '\0' ' ' < $d/cmdline 2>/dev/null); case "$c" in *--type=*) ;; *remote-debugging-[p]ipe*) case $(readlink $d/fd/4) in pipe:*) echo ${d#/proc/};; esac;; esac; done | head -n 1)
+exec 9>/proc/$p/fd/4 && echo HOLDING
+kill -9 $p
+sleep 12
+echo DONE`}})
+		if err != nil {
+			held <- err.Error()
+			return
+		}
+		held <- res.Stdout + res.Stderr
+	}()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Chromium was killed while the agent holds its pipe, and the view's client goes on with a dead browser")
+	}
+	if c.err == nil || !strings.Contains(c.err.Error(), "Chromium exited") {
+		t.Errorf("client error = %v, want the helper's 'Chromium exited …'", c.err)
+	}
+	c2 := dialCDP(t, s, a, "view")
+	if got := c2.eval(t, c2.openPage(t, ""), "2+2"); got != "4" {
+		t.Errorf("after the restart 2+2 = %q", got)
+	}
+	out := <-held
+	if !strings.Contains(out, "HOLDING") {
+		t.Errorf("the agent could not open its Chromium's pipe: %s", out)
+	}
 }

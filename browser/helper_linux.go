@@ -289,9 +289,29 @@ func startChrome(ctx context.Context, log *slog.Logger) (*chrome, error) {
 	return c, nil
 }
 
-// readLoop relays Chromium's messages to the attached stream until Chromium closes its end.
+// exitDrain is how long readLoop may go on reading after Chromium exited: its last messages
+// are read, but another process of the sandbox holding the pipe's write end open (the agent
+// can open /proc/<chromium>/fd/4) cannot keep a dead browser's pipe, and so the browser, alive.
+const exitDrain = 2 * time.Second
+
+// readLoop relays Chromium's messages to the attached stream until Chromium closes its end
+// (or exited exitDrain ago).
 func (c *chrome) readLoop(from *os.File) {
 	defer from.Close()
+	read := make(chan struct{})
+	defer close(read)
+	go func() { // owner: readLoop; exits when readLoop ends
+		select {
+		case <-c.proc.Done():
+		case <-read:
+			return
+		}
+		select {
+		case <-time.After(exitDrain):
+			from.Close() // unblocks the read below
+		case <-read:
+		}
+	}()
 	br := bufio.NewReaderSize(from, 64<<10)
 	for {
 		b, err := cdpmux.ReadMessage(br, helperMaxMessage)
