@@ -31,8 +31,9 @@ type session struct {
 	pongs [][]byte
 
 	// The writer's buffers (writeLoop only).
-	hdrs []byte
-	bufs net.Buffers
+	hdrs       []byte
+	bufs       net.Buffers
+	deadlineAt time.Time // when the write deadline was last moved
 
 	// Guarded by hub.mu.
 	hello       []byte
@@ -191,8 +192,11 @@ func (h *hub) handle(ctx context.Context, s *session, m Message) {
 	case Ack:
 		h.mu.Lock()
 		if d := m.Seq - s.acked; d != 0 && d <= s.seq-s.acked {
+			held := !s.windowOpen()
 			s.acked = m.Seq
-			s.wakeup()
+			if held && (s.keyframe || anySet(s.dirty)) {
+				s.wakeup() // frames waited for this ack; otherwise the writer sleeps on
+			}
 			h.lagLocked()
 		}
 		h.mu.Unlock()
@@ -401,8 +405,11 @@ func (s *session) writeBatch(batch []msg) error {
 	s.hdrs, s.bufs = hdrs, bufs
 	defer clear(s.bufs[:cap(s.bufs)])
 	conn := s.ws.NetConn()
-	if err := conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
-		return err
+	if now := time.Now(); now.Sub(s.deadlineAt) >= time.Second { // a stuck viewer's timeout: moved once a second
+		if err := conn.SetWriteDeadline(now.Add(writeTimeout)); err != nil {
+			return err
+		}
+		s.deadlineAt = now
 	}
 	switch conn.(type) {
 	case *net.TCPConn, *net.UnixConn: // writev

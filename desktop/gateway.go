@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -326,13 +327,21 @@ func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent
 	sess.log.Debug("desktop viewer connected", "mode", sess.mode)
 
 	var readErr error
+	var data []byte // reused: a viewer's frames are small, mostly Acks
+	deadlineAt := time.Now()
 	for {
-		typ, data, err := ws.ReadMessage()
+		typ, r, err := ws.NextReader()
+		if err == nil {
+			data, err = readInto(r, data[:0])
+		}
 		if err != nil {
 			readErr = err
 			break
 		}
-		ws.SetReadDeadline(time.Now().Add(readTimeout))
+		if now := time.Now(); now.Sub(deadlineAt) >= time.Second { // an idle timeout: no need to move it per frame
+			ws.SetReadDeadline(now.Add(readTimeout))
+			deadlineAt = now
+		}
 		if typ != websocket.BinaryMessage {
 			sess.queueErr(ErrCodeBadMessage, "text messages are not part of the desktop protocol; send binary frames")
 			continue
@@ -343,6 +352,9 @@ func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent
 			continue
 		}
 		h.handle(ctx, sess, m)
+		if cap(data) > 64<<10 {
+			data = nil // a large clipboard's buffer goes back to the GC
+		}
 	}
 	if ctx.Err() == nil {
 		cancel(readErr)
@@ -353,4 +365,21 @@ func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent
 		return nil
 	}
 	return context.Cause(ctx)
+}
+
+// readInto appends what r holds (one WebSocket message, bounded by the read limit) to b.
+func readInto(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }

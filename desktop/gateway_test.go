@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if n, _ := strconv.Atoi(os.Getenv("DESKTOP_FANOUT_VIEWERS")); n > 0 {
+		fanOutViewers(n, os.Getenv("DESKTOP_FANOUT_URL")) // BenchmarkFanOut's viewers
+		return
+	}
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -41,6 +41,7 @@ type hub struct {
 	model      model
 	screenSeen chan struct{} // closed at the first Screen
 	sessions   []*session    // in join order
+	waking     []*session    // scratch: the sessions helperFrame wakes after a commit
 	holder     holder        // who holds control
 	agentGen   uint64        // invalidates the agent's hold timer
 	agentTimer *time.Timer
@@ -133,7 +134,7 @@ type model struct {
 	nextSeq      uint64
 	pending      []op // the helper's frame in progress, committed at FrameEnd
 	pendingBytes int
-	frames       uint64 // committed frames
+	frames       uint64      // committed frames
 	recent       []committed // the latest committed frames, frames-len(recent)+1 … frames
 	recentBytes  int
 	touched      []uint64 // tiles whose lists grew since they were last pruned
@@ -232,6 +233,17 @@ func (h *hub) helperFrame(frame []byte) error {
 		return fmt.Errorf("%w: %v", ErrBadHelper, err)
 	}
 	h.mu.Lock()
+	if _, ok := m.(FrameEnd); ok && h.model.tiles != nil {
+		err := h.commitLocked()
+		wake := append(h.waking[:0], h.sessions...)
+		h.mu.Unlock()
+		for _, s := range wake { // after the unlock: woken writers do not queue on h.mu
+			s.wakeup()
+		}
+		clear(wake)
+		h.waking = wake[:0]
+		return err
+	}
 	defer h.mu.Unlock()
 	switch m := m.(type) {
 	case Screen:
@@ -266,11 +278,8 @@ func (h *hub) helperFrame(frame []byte) error {
 		}
 		md.pending = append(md.pending, op{copy: m, frame: slices.Clone(frame)})
 		md.pendingBytes += len(frame)
-	case FrameEnd:
-		if h.model.tiles == nil {
-			return fmt.Errorf("%w: a FrameEnd before any Screen", ErrBadHelper)
-		}
-		return h.commitLocked()
+	case FrameEnd: // before any Screen (one after a Screen is committed above)
+		return fmt.Errorf("%w: a FrameEnd before any Screen", ErrBadHelper)
 	case CursorShape:
 		h.cursorShp = slices.Clone(frame)
 		for _, s := range h.sessions {
@@ -367,14 +376,13 @@ func (h *hub) commitLocked() error {
 	if md.bytes > h.svc.cfg.MaxModelBytes {
 		return fmt.Errorf("%w: the screen's encoded rects take %d bytes, over the %d-byte limit", ErrBadHelper, md.bytes, h.svc.cfg.MaxModelBytes)
 	}
-	for _, s := range h.sessions {
+	for _, s := range h.sessions { // helperFrame wakes their writers once h.mu is free
 		for w := range dirty {
 			s.dirty[w] |= dirty[w]
 		}
 		if !s.windowOpen() && s.behind < 255 {
 			s.behind++
 		}
-		s.wakeup()
 	}
 	h.lagLocked()
 	return nil
