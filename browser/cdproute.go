@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -238,9 +239,14 @@ func (s *Service) cdpWriter(ctx context.Context, ws *websocket.Conn, c cdpClient
 	}
 }
 
+// cdpTruncate cuts s to at most n bytes on a rune boundary (a close reason must be UTF-8;
+// the text may come from the sandbox: the helper's exit notice).
 func cdpTruncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n]
 }

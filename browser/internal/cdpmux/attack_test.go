@@ -19,6 +19,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // heapInUse is the live heap after a GC.
@@ -411,4 +412,23 @@ func TestAttackInnerMessage(t *testing.T) {
 		t.Errorf("an allowed inner call: the browser got %v", call)
 	}
 	c.Close()
+}
+
+// TestAttackForgedExitNotice: the exit notice's text (which the agent can write) reaches the
+// clients' errors bounded, on one line and as valid UTF-8.
+func TestAttackForgedExitNotice(t *testing.T) {
+	checkGoroutines(t)
+	m, f := newFake(t, Config{ExitMethod: "Porthole.browserExited"})
+	a := newC(t, m, "a")
+	f.send(map[string]any{"method": "Porthole.browserExited", "params": map[string]any{
+		"message": "line one\nline two\x1b[31m" + strings.Repeat("é", 2000)}})
+	select {
+	case <-a.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the exit notice did not end the client")
+	}
+	msg := a.Err().Error()
+	if len(msg) > 1100 || strings.ContainsAny(msg, "\n\x1b") || !utf8.ValidString(msg) {
+		t.Errorf("the client's error from a forged exit notice: %d bytes, %.80q", len(msg), msg)
+	}
 }

@@ -41,9 +41,11 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -431,10 +433,22 @@ func (m *Mux) fromBrowser(b []byte) error {
 			Message string `json:"message"`
 		}
 		json.Unmarshal(x.Params, &p)
-		if len(p.Message) > 1024 {
-			p.Message = p.Message[:1024]
+		// The text comes from the sandbox: bounded, printable, one line (it reaches logs,
+		// audit and WebSocket close reasons).
+		msg := strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) {
+				return ' '
+			}
+			return r
+		}, p.Message)
+		if len(msg) > 1024 {
+			n := 1024
+			for n > 0 && !utf8.RuneStart(msg[n]) {
+				n--
+			}
+			msg = msg[:n]
 		}
-		return fmt.Errorf("%w: %s", ErrBrowserGone, p.Message)
+		return fmt.Errorf("%w: %s", ErrBrowserGone, msg)
 	}
 	m.event(x)
 	return nil
