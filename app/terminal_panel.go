@@ -88,11 +88,17 @@ func clampFont(n int) int { return min(max(n, termFontMin), termFontMax) }
 
 var termPanels atomic.Int64
 
-// OnMount starts the session (in the browser).
-func (p *TerminalPanel) OnMount(ctx app.Context) {
+// OnInit names the screens' element before the first render: the session may create a screen
+// in it before anything renders the panel again.
+func (p *TerminalPanel) OnInit() {
 	if p.hostID == "" {
 		p.hostID = fmt.Sprintf("porthole-term-%d", termPanels.Add(1))
 	}
+}
+
+// OnMount starts the session (in the browser).
+func (p *TerminalPanel) OnMount(ctx app.Context) {
+	p.OnInit()
 	p.start(ctx)
 }
 
@@ -242,10 +248,10 @@ func (p *TerminalPanel) renderTools() []app.UI {
 			}),
 		app.Span().Class("terminal-found").Text(p.ui.Found),
 		app.Button().Class("terminal-copy").Title("Copy the selection").Text("Copy").
-			OnClick(func(ctx app.Context, e app.Event) { p.drive(termDriver.copySelection) }),
+			OnClick(func(ctx app.Context, e app.Event) { p.toolsOpen = false; p.drive(termDriver.copySelection) }),
 		app.If(!p.ui.View.Watching, func() app.UI {
 			return app.Button().Class("terminal-paste").Title("Paste from the clipboard").Text("Paste").
-				OnClick(func(ctx app.Context, e app.Event) { p.drive(termDriver.paste) })
+				OnClick(func(ctx app.Context, e app.Event) { p.toolsOpen = false; p.drive(termDriver.paste) })
 		}),
 	}
 }

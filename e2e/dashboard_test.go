@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -590,4 +592,63 @@ func TestAppStates(t *testing.T) {
 	c.until(t, "the offline page", `!!document.getElementById("offline")`)
 	c.until(t, "styled", `getComputedStyle(document.getElementById("offline")).display === "flex"`)
 	shot(t, c.ctx, "offline-1280x800")
+}
+
+// TestTerminalTextSizeAndPhone: the terminal's text size is a per-device setting (the menu's
+// A+/A−, a pinch on a phone), remembered across visits; a paste the browser refuses says so.
+func TestTerminalTextSizeAndPhone(t *testing.T) {
+	d := startDashSetup(t)
+	c := startChromium(t)
+	loginTab(t, c, d.url, "admin", dashAdminPassword)
+	tb := newTab(t, c.ctx, viewports[2]) // 390x844, touch
+	tb.steps(t, "open the terminal", chromedp.Navigate(d.url+"/agents/"+d.agent.ID+"?tab=terminal"))
+	tb.until(t, "a prompt", promptJS)
+	fontJS := `porthole.term.all()[0].fontSize()`
+	before := js[float64](t, tb.chromium, fontJS)
+
+	// A pinch: two fingers move apart over the terminal.
+	pinch := func(from, to float64) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			pts := func(half float64) []*input.TouchPoint {
+				one, two := 1.0, 2.0
+				return []*input.TouchPoint{{X: 195 - half, Y: 400, ID: &one}, {X: 195 + half, Y: 400, ID: &two}}
+			}
+			steps := []input.DispatchTouchEventParams{{Type: input.DispatchTouchEventTypeTouchStart, TouchPoints: pts(from)}}
+			for i := 1; i <= 5; i++ {
+				steps = append(steps, input.DispatchTouchEventParams{Type: input.DispatchTouchEventTypeTouchMove, TouchPoints: pts(from + (to-from)*float64(i)/5)})
+			}
+			steps = append(steps, input.DispatchTouchEventParams{Type: input.DispatchTouchEventTypeTouchEnd, TouchPoints: []*input.TouchPoint{}})
+			for _, s := range steps {
+				if _, err := cdp.Call(ctx, tg, input.DispatchTouchEvent, s); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	tb.steps(t, "pinch out", pinch(40, 90))
+	tb.until(t, "a bigger text", fmt.Sprintf(`%s > %v`, fontJS, before))
+	tb.until(t, "remembered", fmt.Sprintf(`+localStorage.getItem("porthole-term-font") === %s`, fontJS))
+	pinched := js[float64](t, tb.chromium, fontJS)
+	t.Logf("pinch: %v px → %v px", before, pinched)
+
+	// The menu's A− makes it smaller again, and a new visit keeps it.
+	tb.steps(t, "open the menu", chromedp.Click(chromedp.CSS(".agent-menu-toggle")))
+	tb.steps(t, "A−", chromedp.Click(chromedp.CSS(".font-smaller")))
+	tb.until(t, "a smaller text", fmt.Sprintf(`%s < %v`, fontJS, pinched))
+	size := js[float64](t, tb.chromium, fontJS)
+	tb.steps(t, "come back", chromedp.Navigate(d.url+"/agents/"+d.agent.ID+"?tab=terminal"))
+	tb.until(t, "a prompt", promptJS)
+	tb.until(t, "the same size", fmt.Sprintf(`%s === %v`, fontJS, size))
+
+	if got := js[layout](t, tb.chromium, layoutJS); !got.KeysOK {
+		t.Errorf("with the new text size, a phone key is out of sight")
+	}
+
+	// Paste without clipboard permission: a sentence, not silence.
+	tb.steps(t, "open the tools", chromedp.Click(chromedp.CSS(".terminal-tools-toggle")))
+	tb.steps(t, "paste", chromedp.Click(chromedp.CSS(".terminal-paste")))
+	tb.until(t, "why not", `/did not let Porthole read the clipboard/.test((document.querySelector(".terminal-notice") || {}).textContent || "")`)
+	shot(t, tb.ctx, "terminal-paste-refused-390x844-portrait")
+	noiseFree(t, "phone", tb.messages())
 }
