@@ -493,6 +493,29 @@ func TestAccountTokensAuditInBrowser(t *testing.T) {
 		bearer(http.StatusUnauthorized)
 	})
 
+	t.Run("admin resets a password", func(t *testing.T) {
+		a := startChromium(t)
+		loginTab(t, a, d.url, "admin", dashAdminPassword)
+		a.steps(t, "open the users page", chromedp.Navigate(d.url+"/admin/users"))
+		a.until(t, "viewer's row", `[...document.querySelectorAll("#user-table td.username")].some(td => td.textContent === "viewer")`)
+		var users []api.User
+		d.admin.call(t, "GET", "/api/users", nil, http.StatusOK, &users)
+		row := ""
+		for _, u := range users {
+			if u.Username == "viewer" {
+				row = fmt.Sprintf(`tr[data-user-id=%s]`, quote(u.ID))
+			}
+		}
+		if row == "" {
+			t.Fatal("no user viewer")
+		}
+		a.steps(t, "reset viewer's password", chromedp.Click(chromedp.CSS(row+" .reset-password")))
+		a.steps(t, "type the new one", chromedp.SendKeys(chromedp.CSS(row+" .reset-input"), "viewer-reset-password-3"), chromedp.Click(chromedp.CSS(row+" .reset-save")))
+		a.until(t, "done", `/new password for viewer/.test((document.querySelector(".notice") || {}).textContent || "")`)
+		(&shellServer{URL: d.url}).login(t, "viewer", "viewer-reset-password-3")
+		a.until(t, "the health panel", `!!document.querySelector('#health-panel .health-item[data-backend="bwrap"] .health-ok')`)
+	})
+
 	t.Run("audit", func(t *testing.T) {
 		// Enough events for two pages: 55 logins of the admin (an admin reads every event).
 		for i := 0; i < 55; i++ {
