@@ -32,7 +32,10 @@ func TestWasmMainIsClientOnly(t *testing.T) {
 		"github.com/hashicorp/yamux",
 		"github.com/moby/",
 		"github.com/gorilla/websocket",                  // the gateway half of terminal; the browser has its own WebSocket
-		"github.com/porthole/porthole/desktop/internal", // capture and encoding (cgo, X11): the helper's, not the browser's
+		// Capture and JPEG encoding (cgo, X11): the helper's, not the browser's. (desktop/internal/palette,
+		// the lossless region codec, is pure Go and decoded in the browser too.)
+		"github.com/porthole/porthole/desktop/internal/x11cap",
+		"github.com/porthole/porthole/desktop/internal/tjpeg",
 		// net/http links crypto/tls and, through initialisers the linker keeps, every curve and
 		// cipher: 1.6 MB raw of app.wasm. The app uses fetch (third_party/go-app/PORTHOLE.md).
 		"net/http",
