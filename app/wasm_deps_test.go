@@ -31,7 +31,7 @@ func TestWasmMainIsClientOnly(t *testing.T) {
 		"github.com/creack/pty",
 		"github.com/hashicorp/yamux",
 		"github.com/moby/",
-		"github.com/gorilla/websocket",                  // the gateway half of terminal; the browser has its own WebSocket
+		"github.com/gorilla/websocket", // the gateway half of terminal; the browser has its own WebSocket
 		// Capture and JPEG encoding (cgo, X11): the helper's, not the browser's. (desktop/internal/palette,
 		// the lossless region codec, is pure Go and decoded in the browser too.)
 		"github.com/porthole/porthole/desktop/internal/x11cap",
