@@ -52,7 +52,7 @@ func BenchmarkFanOut(b *testing.B) {
 			tick := time.NewTicker(time.Second / 120)
 			defer tick.Stop()
 			b.ResetTimer()
-			cpu0 := cpuNow()
+			cpu0, cs0 := cpuNow(), switchesNow()
 			for i := range frames {
 				<-tick.C
 				x := 8 * (i % 150)
@@ -62,7 +62,7 @@ func BenchmarkFanOut(b *testing.B) {
 				f.send(FrameEnd{Seq: uint32(i + 2)})
 			}
 			time.Sleep(100 * time.Millisecond) // the last frames reach the viewers
-			cpu := cpuNow() - cpu0
+			cpu, cs := cpuNow()-cpu0, switchesNow()-cs0
 			b.StopTimer()
 			stdin.Close()
 			drawn := 0
@@ -71,6 +71,7 @@ func BenchmarkFanOut(b *testing.B) {
 			}
 			per[k] = float64(cpu.Microseconds()) / float64(frames)
 			b.ReportMetric(per[k], "µs-cpu/frame")
+			b.ReportMetric(float64(cs)/float64(frames), "switches/frame")
 			b.ReportMetric(float64(drawn-1)/float64(frames), "drawn/sent")
 			if k == 1 && per[0] > 0 {
 				b.ReportMetric(per[1]/per[0], "x-cpu-vs-1")
@@ -126,6 +127,13 @@ func fanOutViewers(n int, u string) {
 		ws.Close()
 	}
 	wg.Wait()
+}
+
+// switchesNow is how many times this process's threads gave up or lost the CPU.
+func switchesNow() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Nvcsw + ru.Nivcsw
 }
 
 func cpuNow() time.Duration {
