@@ -57,6 +57,10 @@ var targets = []target{
 	{what: "desktop e2e typed line vs keyframe", bench: "BenchmarkDesktopCompare/porthole/text", unit: "full-frame-%", op: "<=", limit: 5},
 	{what: "desktop e2e CPU per changed frame (motion)", bench: "BenchmarkDesktopCompare/porthole/motion", unit: "ms-cpu/frame", op: "<=", limit: 10},
 	{what: "desktop e2e motion fps at the viewer", bench: "BenchmarkDesktopCompare/porthole/motion", unit: "fps", op: ">=", limit: 30},
+	// Server CPU = the gateway and the agent's helper (capture and encode), the processes a
+	// Porthole server runs for a desktop; the gateway alone is shown too (its share per viewer is
+	// one write and one Ack read per frame).
+	{what: "desktop e2e server CPU, 20 viewers vs 1", bench: "BenchmarkDesktopCompare/porthole/viewers", unit: "x-cpu-20v", op: "<=", limit: 2},
 	{what: "desktop e2e gateway CPU, 20 viewers vs 1", bench: "BenchmarkDesktopCompare/porthole/viewers", unit: "x-gw-cpu-20v", op: "<=", limit: 2},
 	{what: "desktop e2e text bytes vs x11vnc", bench: "BenchmarkDesktopCompare/porthole/text", unit: "bytes", op: "<=", limit: 1, base: "BenchmarkDesktopCompare/x11vnc/text", bunit: "bytes"},
 	{what: "desktop e2e drag bytes vs x11vnc", bench: "BenchmarkDesktopCompare/porthole/drag", unit: "bytes", op: "<=", limit: 1, base: "BenchmarkDesktopCompare/x11vnc/drag", bunit: "bytes"},
