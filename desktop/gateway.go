@@ -41,7 +41,10 @@ type Config struct {
 	// included): action is "screenshot" or "action", detail says what and how it ended.
 	// It may block briefly (the audit log write); it is never called with a lock held.
 	OnCall func(agent api.Agent, v Viewer, action, detail string)
-	Logger *slog.Logger
+	// OnChange, if set, is told that the agent's Status (the dashboard) may have changed: a
+	// hub started or ended, a frame was committed (surface.Env.Changed). It must not block.
+	OnChange func(agentID string)
+	Logger   *slog.Logger
 }
 
 // Defaults.
@@ -137,6 +140,8 @@ type Service struct {
 	closed bool
 
 	wg sync.WaitGroup // hubs' goroutines
+
+	status statusState // the dashboard's (status.go)
 }
 
 var _ surface.Gateway = (*Service)(nil)
@@ -176,7 +181,7 @@ var Surface = surface.Description{
 
 // NewGateway builds the gateway half from the server's Env (surface.Description.Gateway).
 func NewGateway(env surface.Env) (surface.Gateway, error) {
-	cfg := Config{Logger: env.Logger}
+	cfg := Config{Logger: env.Logger, OnChange: env.Changed}
 	if env.Audit != nil {
 		cfg.OnCall = func(agent api.Agent, v Viewer, action, detail string) { env.Audit(agent, v, action, detail) }
 	}

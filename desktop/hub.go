@@ -170,6 +170,7 @@ func (h *hub) serve() error {
 	defer stop()
 	close(h.ready)
 	h.log.Info("desktop stream opened")
+	h.svc.changed(h.agent.ID)
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -242,6 +243,7 @@ func (h *hub) helperFrame(frame []byte) error {
 		}
 		clear(wake)
 		h.waking = wake[:0]
+		h.svc.statusFrame(h.agent.ID)
 		return err
 	}
 	defer h.mu.Unlock()
@@ -657,6 +659,7 @@ func (h *hub) end(err error) {
 		s.cancel(h.endErr)
 	}
 	h.svc.forget(h)
+	h.svc.changed(h.agent.ID)
 	close(h.done)
 }
 
