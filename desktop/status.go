@@ -28,8 +28,12 @@ const (
 	thumbMaxW    = 320 // a thumbnail fits in thumbMaxW × thumbMaxH, keeping the screen's aspect
 	thumbMaxH    = 320
 	thumbQuality = 60
-	// thumbMaxSide bounds the screen a thumbnail is composed on (the helper is untrusted).
-	thumbMaxSide = 8192
+	// thumbMaxScreenW and thumbMaxScreenH bound the screen a thumbnail is composed on (the helper is
+	// untrusted and may claim any size the wire allows, up to 7680×4320): the largest display
+	// the helper makes (display_linux.go: 2560×1600), a 16 MiB canvas at most. A larger screen
+	// gets no thumbnail.
+	thumbMaxScreenW = 2560
+	thumbMaxScreenH = 1600
 )
 
 // statusState is the dashboard's part of Service, guarded by mu.
@@ -177,7 +181,7 @@ var errThumb = errors.New("bad rect for the thumbnail")
 // in thumbMaxW × thumbMaxH and encodes it as a JPEG of quality thumbQuality. A rect that
 // cannot be drawn is skipped (the first error is returned with the thumbnail).
 func composeThumb(w, h int, ops []drawOp) ([]byte, error) {
-	if w <= 0 || h <= 0 || w > thumbMaxSide || h > thumbMaxSide {
+	if w <= 0 || h <= 0 || w > thumbMaxScreenW || h > thumbMaxScreenH {
 		return nil, fmt.Errorf("screen of %d×%d pixels: too large for a thumbnail", w, h)
 	}
 	canvas := image.NewRGBA(image.Rect(0, 0, w, h))

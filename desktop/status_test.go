@@ -136,8 +136,8 @@ func TestStatusThumbnail(t *testing.T) {
 // The helper is untrusted: a huge screen is refused, rects outside the screen or not
 // matching their images are skipped, the rest still draws.
 func TestComposeThumbBounded(t *testing.T) {
-	if _, err := composeThumb(8193, 100, nil); err == nil {
-		t.Fatal("a 8193-pixel-wide screen was composed")
+	if _, err := composeThumb(thumbMaxScreenW+1, 100, nil); err == nil {
+		t.Fatal("a screen wider than the largest display was composed")
 	}
 	green := []byte{0, 0, 200, 0}
 	bad := []drawOp{
