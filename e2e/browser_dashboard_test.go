@@ -3,10 +3,8 @@ package e2e
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"image/jpeg"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -30,89 +28,15 @@ func TestBrowserOnDashboard(t *testing.T) {
 	g := startBrowserGateway(t)
 	agent := g.createAgent(t, "e2e-dash-browser")
 
-	gu, _ := url.Parse(g.URL)
-	hdr := http.Header{"Origin": {g.URL}}
-	for _, ck := range g.client.Jar.Cookies(gu) {
-		hdr.Add("Cookie", ck.Name+"="+ck.Value)
-	}
-	wsBase := "ws" + strings.TrimPrefix(g.URL, "http")
-
-	// The dashboard: keep the agent's browser surface as last sent.
-	dws, _, err := websocket.DefaultDialer.Dial(wsBase+"/api/dashboard", hdr)
-	if err != nil {
-		t.Fatalf("dial the dashboard: %v", err)
-	}
-	t.Cleanup(func() { dws.Close() })
-	var mu sync.Mutex
-	cond := sync.NewCond(&mu)
-	var card *api.DashboardAgent
-	var dashErr error
-	go func() { // owner: this test; ends when the dashboard's connection closes (cleanup)
-		for {
-			_, b, err := dws.ReadMessage()
-			var m api.DashboardMessage
-			if err == nil {
-				err = json.Unmarshal(b, &m)
-			}
-			mu.Lock()
-			if err != nil {
-				dashErr = err
-				cond.Broadcast()
-				mu.Unlock()
-				return
-			}
-			switch m.Type {
-			case api.DashSnapshot:
-				for i := range m.Agents {
-					if m.Agents[i].ID == agent.ID {
-						card = &m.Agents[i]
-					}
-				}
-			case api.DashAgent:
-				if m.Agent.ID == agent.ID {
-					card = m.Agent
-				}
-			}
-			cond.Broadcast()
-			mu.Unlock()
-		}
-	}()
-	browserOf := func() (api.DashboardSurface, bool) {
-		if card == nil {
-			return api.DashboardSurface{}, false
-		}
-		for _, s := range card.Surfaces {
-			if s.Surface == api.SurfaceBrowser {
-				return s, true
-			}
-		}
-		return api.DashboardSurface{}, false
-	}
-	waitCard := func(what string, d time.Duration, ok func(api.DashboardSurface) bool) api.DashboardSurface {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		wake := time.AfterFunc(d, func() { mu.Lock(); cond.Broadcast(); mu.Unlock() })
-		defer wake.Stop()
-		mu.Lock()
-		defer mu.Unlock()
-		for {
-			if s, found := browserOf(); found && ok(s) {
-				return s
-			}
-			if dashErr != nil || time.Now().After(deadline) {
-				s, _ := browserOf()
-				t.Fatalf("dashboard: waiting for %s: %v (the browser surface shows %d sessions, %d image bytes)", what, dashErr, s.Sessions, len(s.Image))
-			}
-			cond.Wait()
-		}
-	}
-	idle := waitCard("the agent's card", 10*time.Second, func(api.DashboardSurface) bool { return true })
+	// The dashboard: follow the agent's card as last sent.
+	dash := watchDashboard(t, g, agent.ID, api.SurfaceBrowser)
+	idle := dash.wait(t, "the agent's card", 10*time.Second, func(api.DashboardSurface) bool { return true })
 	if idle.Sessions != 0 || idle.Image != "" {
 		t.Fatalf("before the browser was opened: %d sessions, image %.40q; want none", idle.Sessions, idle.Image)
 	}
 
 	// A person opens the agent's browser and shows a red page.
-	vws, _, err := websocket.DefaultDialer.Dial(wsBase+"/api/agents/"+agent.ID+"/browser", hdr)
+	vws, _, err := websocket.DefaultDialer.Dial(g.wsURL("/api/agents/"+agent.ID+"/browser"), g.sessionHeader())
 	if err != nil {
 		t.Fatalf("dial the browser view: %v", err)
 	}
@@ -175,7 +99,7 @@ func TestBrowserOnDashboard(t *testing.T) {
 		return bd.Dx() <= 320 && bd.Dy() <= 320 && r>>8 > 150 && g>>8 < 80 && bl>>8 < 80
 	}
 	start := time.Now()
-	s := waitCard("one browser session and a red thumbnail", 30*time.Second, red)
+	s := dash.wait(t, "one browser session and a red thumbnail", 30*time.Second, red)
 	b, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(s.Image, "data:image/jpeg;base64,"))
 	cfg, _ := jpeg.DecodeConfig(bytes.NewReader(b))
 	t.Logf("dashboard: browser %d session, thumbnail %d×%d, %d bytes, %v after the navigation; active %v",
@@ -188,7 +112,7 @@ func TestBrowserOnDashboard(t *testing.T) {
 	// and the thumbnail, without waiting for the view's grace period.
 	backend := api.Backend{Type: api.BackendBwrap, Network: api.NetworkFull}
 	g.call(t, "PATCH", "/api/agents/"+agent.ID, api.UpdateAgentRequest{Backend: &backend}, http.StatusOK, nil)
-	waitCard("no browser session after the agent stopped", 10*time.Second, func(s api.DashboardSurface) bool {
+	dash.wait(t, "no browser session after the agent stopped", 10*time.Second, func(s api.DashboardSurface) bool {
 		return s.Sessions == 0 && s.Image == ""
 	})
 }
