@@ -59,6 +59,9 @@ type Config struct {
 	// a new frame): surface.Env.Changed. It is called with no lock held, possibly often, and
 	// must not block.
 	OnChange func(agentID string)
+	// Handoff is the control handoff the browser shares with the agent's desktop
+	// (surface.Env.Handoff; nil = the browser's own).
+	Handoff *surface.Handoff
 }
 
 // Service is the browser surface's gateway half.
@@ -80,6 +83,9 @@ func NewService(cfg Config, open OpenFunc) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Handoff == nil {
+		cfg.Handoff = surface.NewHandoff()
+	}
 	s := &Service{cfg: cfg, open: open, log: cfg.Logger.With("surface", "browser")}
 	s.initCDP()
 	s.initView()
@@ -89,7 +95,7 @@ func NewService(cfg Config, open OpenFunc) *Service {
 
 // NewGateway builds the gateway half from the server's Env (surface.Description.Gateway).
 func NewGateway(env surface.Env) (surface.Gateway, error) {
-	cfg := Config{Logger: env.Logger, OnChange: env.Changed}
+	cfg := Config{Logger: env.Logger, OnChange: env.Changed, Handoff: env.Handoff}
 	if env.Audit != nil {
 		cfg.OnCall = func(agent api.Agent, v Viewer, action, detail string) { env.Audit(agent, v, action, detail) }
 	}

@@ -72,10 +72,11 @@ type viewState struct {
 func (s *Service) initView() {
 	s.vctx, s.vcancel = context.WithCancelCause(context.Background())
 	s.hubs = map[string]*viewHub{}
-	// The CDP side refuses the agent's automation input while a person holds control.
+	// The CDP side refuses the agent's automation input while a person holds control of
+	// the agent's screens (here or on its desktop: surface.Handoff).
 	s.cdpInputAllowed = func(agentID string) (bool, string) {
-		name, held := s.viewPersonHolds(agentID)
-		return !held, name
+		c := s.cfg.Handoff.Holder(agentID)
+		return c.Person == "", c.Name
 	}
 	s.viewClient = func(ctx context.Context, agent api.Agent) (cdpClient, error) {
 		return s.newClient(ctx, agent, "view")
@@ -105,6 +106,8 @@ func (s *Service) acquireView(agent api.Agent) (*viewHub, error) {
 	h := s.hubs[agent.ID]
 	if h == nil {
 		h = newViewHub(s, agent)
+		h.stopWatch = s.cfg.Handoff.Watch(agent.ID, h.syncHandoff)
+		h.syncHandoff()
 		s.hubs[agent.ID] = h
 		s.vwg.Add(1)
 		go h.run() // owner: Service (vwg); exits when the browser connection ends, idle, or Close
@@ -149,24 +152,6 @@ func (s *Service) forgetView(h *viewHub) {
 		h.graceTimer.Stop()
 	}
 	s.vmu.Unlock()
-}
-
-// viewPersonHolds reports whether a person holds control of the agent's browser in the live
-// view, and who: the CDP side's cdpInputAllowed (cdp.go) refuses the agent's automation
-// input meanwhile.
-func (s *Service) viewPersonHolds(agentID string) (name string, held bool) {
-	s.vmu.Lock()
-	h := s.hubs[agentID]
-	s.vmu.Unlock()
-	if h == nil {
-		return "", false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.holder == nil {
-		return "", false
-	}
-	return h.holder.v.Name, true
 }
 
 // viewRoutes: GET download?id= sends a finished download to the viewer's device (drive).

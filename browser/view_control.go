@@ -11,6 +11,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/surface"
 )
 
 // handle acts on one viewer message, on the viewer's reader goroutine.
@@ -40,12 +43,8 @@ func (h *viewHub) handle(ctx context.Context, s *viewSession, m Message) {
 		h.mu.Unlock()
 	case TakeControl:
 		h.takeControl(s)
-	case ReleaseControl:
-		h.mu.Lock()
-		if h.holder == s {
-			h.setHolderLocked(nil)
-		}
-		h.mu.Unlock()
+	case ReleaseControl: // a no-op unless s holds control here
+		h.s.cfg.Handoff.Release(h.agent.ID, api.SurfaceBrowser, ConnID(s.v))
 	default:
 		if !IsInput(m.Op()) {
 			s.queueErr(ErrCodeBadMessage, fmt.Sprintf("opcode 0x%02x is not sent by viewers", uint8(m.Op())))
@@ -61,21 +60,24 @@ func (h *viewHub) handle(ctx context.Context, s *viewSession, m Message) {
 	}
 }
 
-// takeControl makes s the driver: when nobody holds control, when s is the same person in
-// another tab, or when s is the agent's owner or an admin (take-back).
+// takeControl makes s the driver, through the handoff the browser shares with the agent's
+// desktop (surface.Handoff.Take): when nobody holds control, when s is the same person
+// (another tab, or the desktop), or when s is the agent's owner or an admin (take-back).
+// Whoever held it loses it on the desktop too.
 func (h *viewHub) takeControl(s *viewSession) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if s.mode != ModeDrive {
-		s.queueErrLocked(ErrCodeWatchOnly, "you are watching this browser: only drivers can take control")
+		s.queueErr(ErrCodeWatchOnly, "you are watching this browser: only drivers can take control")
 		return
 	}
-	c := h.holder
-	if c != nil && c != s && c.v.ID != s.v.ID && !s.isOwner() {
-		s.queueErrLocked(ErrCodeNotHolder, fmt.Sprintf("%s holds control of this browser; ask them to release it (the agent's owner can take it back)", c.v.Name))
+	cur, err := h.s.cfg.Handoff.Take(h.agent.ID, api.SurfaceBrowser,
+		surface.Claim{Person: s.v.ID, Name: s.v.Name, Conn: ConnID(s.v), Owner: s.isOwner()})
+	if err != nil {
+		s.queueErr(ErrCodeNotHolder, err.Error())
 		return
 	}
-	h.setHolderLocked(s)
+	h.mu.Lock()
+	h.applyHandoffLocked(cur)
+	h.mu.Unlock()
 }
 
 // mayDrive checks that s drives and holds control, and returns the active tab's CDP
@@ -91,6 +93,8 @@ func (h *viewHub) mayDrive(s *viewSession) (string, bool) {
 		who := "nobody"
 		if h.holder != nil {
 			who = h.holder.v.Name
+		} else if h.elsewhere.person != "" {
+			who = h.elsewhere.name + " (on the desktop)"
 		}
 		s.noteLocked(ErrCodeNotHolder, fmt.Sprintf("your input was dropped: %s holds control; take control first", who))
 		return "", false

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/surface"
 )
 
 // viewHub is one agent's live view: one CDP client (its own id space on the agent's
@@ -48,7 +49,10 @@ type viewHub struct {
 	endErr         error
 	setUp          bool // the initial targets are known: a new page is now a new tab to follow
 	sessions       []*viewSession
-	holder         *viewSession // who holds control (nil: nobody)
+	holder         *viewSession // who holds control here (nil: nobody, or a person elsewhere)
+	elsewhere      elsewhere    // a person who holds control on the agent's desktop (holder nil)
+	handoffGen     uint64       // the newest surface.Holder applied (applyHandoffLocked)
+	stopWatch      func()       // ends the hub's watch of the agent's handoff
 	automating     bool         // the agent's automation is connected
 	pages          []*pageInfo  // page targets, oldest first
 	active         string       // target id the viewers should see
@@ -73,6 +77,10 @@ type viewHub struct {
 	lastX, lastY   float64 // the pointer's last position
 	click          clickState
 }
+
+// elsewhere is a person who holds control of the agent's screens on its desktop
+// (surface.Handoff): the browser's input is theirs to give, not a viewer's here.
+type elsewhere struct{ person, name, conn string }
 
 // pageInfo is one page target (a tab).
 type pageInfo struct {
@@ -170,6 +178,9 @@ func (h *viewHub) serve() error {
 // end marks the hub ended and ends every viewer with the reason.
 func (h *viewHub) end(err error) {
 	h.cancel(err)
+	if h.stopWatch != nil {
+		h.stopWatch()
+	}
 	h.mu.Lock()
 	if !h.ended {
 		h.ended, h.endErr = true, context.Cause(h.ctx)
@@ -502,6 +513,8 @@ func (h *viewHub) controlFrameLocked() []byte {
 	c := Control{Automating: h.automating}
 	if h.holder != nil {
 		c.HolderID, c.HolderName = ConnID(h.holder.v), h.holder.v.Name
+	} else if h.elsewhere.person != "" {
+		c.HolderID, c.HolderName = h.elsewhere.conn, h.elsewhere.name
 	}
 	return Encode(c)
 }
@@ -552,24 +565,65 @@ func (h *viewHub) join(ctx context.Context, s *viewSession) error {
 	return nil
 }
 
-// leave removes a viewer; a holder that leaves releases control (and the buttons it held).
+// leave removes a viewer; a holder that leaves releases control (and the buttons it held)
+// here: the person may still hold it on the agent's desktop.
 func (h *viewHub) leave(s *viewSession) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.sessions = slices.DeleteFunc(h.sessions, func(x *viewSession) bool { return x == s })
 	if h.holder == s {
-		h.setHolderLocked(nil)
+		h.setHolderLocked(nil, elsewhere{})
 	}
 	h.viewersChangedLocked()
 	if w, hh := h.wantSizeLocked(); w != h.scW || hh != h.scH {
 		h.wake()
 	}
+	h.mu.Unlock()
+	// Even when the hub did not show s as the holder (it had ended): a no-op unless s holds.
+	h.s.cfg.Handoff.Release(h.agent.ID, api.SurfaceBrowser, ConnID(s.v))
 }
 
-func (h *viewHub) setHolderLocked(s *viewSession) {
-	if h.holder == s {
+// syncHandoff follows the agent's handoff (surface.Handoff.Watch): the desktop's taking or
+// releasing control, and this view's.
+func (h *viewHub) syncHandoff() {
+	cur := h.s.cfg.Handoff.Holder(h.agent.ID)
+	h.mu.Lock()
+	h.applyHandoffLocked(cur)
+	h.mu.Unlock()
+}
+
+// applyHandoffLocked makes the view's holder what the handoff says: the viewer that holds
+// control here, a person who holds it on the agent's desktop, or nobody.
+func (h *viewHub) applyHandoffLocked(cur surface.Holder) {
+	if h.ended || cur.Gen < h.handoffGen {
 		return
 	}
+	h.handoffGen = cur.Gen
+	if cur.Person == "" {
+		h.setHolderLocked(nil, elsewhere{})
+		return
+	}
+	conn, on := cur.Where(api.SurfaceBrowser)
+	if on == api.SurfaceBrowser {
+		for _, s := range h.sessions {
+			if ConnID(s.v) == conn {
+				h.setHolderLocked(s, elsewhere{})
+				return
+			}
+		}
+	}
+	h.setHolderLocked(nil, elsewhere{person: cur.Person, name: cur.Name, conn: conn})
+}
+
+// setHolderLocked makes s (or, when s is nil, a person on the agent's desktop, or nobody)
+// the holder and tells every viewer.
+func (h *viewHub) setHolderLocked(s *viewSession, e elsewhere) {
+	if s != nil {
+		e = elsewhere{}
+	}
+	if h.holder == s && h.elsewhere == e {
+		return
+	}
+	h.elsewhere = e
 	if h.buttons != 0 {
 		// The worker releases what the old holder held down, so the page sees no stuck button.
 		h.releaseButtons = true
@@ -577,11 +631,11 @@ func (h *viewHub) setHolderLocked(s *viewSession) {
 	}
 	h.holder = s
 	h.controlChangedLocked()
-	name := ""
+	name := e.name
 	if s != nil {
 		name = s.v.Name
 	}
-	h.log.Info("browser control", "holder", name)
+	h.log.Info("browser control", "holder", name, "on_desktop", e.person != "")
 }
 
 // event handles one CDP event on the reader goroutine: it updates state and wakes viewers

@@ -572,9 +572,9 @@ func (s *Service) action(ctx context.Context, agent api.Agent, v Viewer, a Actio
 		return ActionResult{Coordinate: []int{int(p.X), int(p.Y)}}, nil
 	}
 	h.mu.Lock()
-	if c := h.holder; c.sess != nil {
+	if c := h.holder; c.person() {
 		h.mu.Unlock()
-		return ActionResult{}, &ControlHeldError{Holder: c.name}
+		return ActionResult{}, &ControlHeldError{Holder: c.label()}
 	}
 	st := pointerState{screen: h.model.screen, pos: h.cursorPos, hasPos: h.haveCursor, buttons: h.apiButtons}
 	steps, buttons, err := translate(a, st)
@@ -622,9 +622,9 @@ func (h *hub) holdForAgentLocked(v Viewer) {
 // agentInput sends one frame of the agent's, unless a person took control meanwhile.
 func (h *hub) agentInput(ctx context.Context, m Message) error {
 	h.mu.Lock()
-	if c := h.holder; c.sess != nil {
+	if c := h.holder; c.person() {
 		h.mu.Unlock()
-		return &ControlHeldError{Holder: c.name}
+		return &ControlHeldError{Holder: c.label()}
 	}
 	h.mu.Unlock()
 	return h.send(ctx, Encode(m))

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/surface"
 )
 
 // session is one viewer's WebSocket. Its reader is Serve's goroutine; its only writer is
@@ -132,10 +135,10 @@ func (h *hub) join(s *session) error {
 	return nil
 }
 
-// leave removes a viewer; the control it held is released.
+// leave removes a viewer; the control it held is released (on this surface: the person may
+// still hold it on the agent's browser).
 func (h *hub) leave(s *session) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	for i, o := range h.sessions {
 		if o == s {
 			h.sessions = append(h.sessions[:i:i], h.sessions[i+1:]...)
@@ -147,7 +150,45 @@ func (h *hub) leave(s *session) {
 	}
 	h.viewersLocked()
 	h.lagLocked()
+	h.mu.Unlock()
+	// Even when the hub did not show s as the holder (it had ended): a no-op unless s holds.
+	h.svc.cfg.Handoff.Release(h.agent.ID, api.SurfaceDesktop, ConnID(s.v))
 	s.log.Info("desktop viewer left")
+}
+
+// syncHandoff follows the agent's handoff (surface.Handoff.Watch): another surface's taking
+// or releasing control, and this one's.
+func (h *hub) syncHandoff() {
+	cur := h.svc.cfg.Handoff.Holder(h.agent.ID)
+	h.mu.Lock()
+	h.applyHandoffLocked(cur)
+	h.mu.Unlock()
+}
+
+// applyHandoffLocked makes the hub's holder what the handoff says: the session that holds
+// control here, a person who holds it on the agent's browser, or nobody (the agent's API
+// keeps its hold while no person has one).
+func (h *hub) applyHandoffLocked(cur surface.Holder) {
+	if h.ended || cur.Gen < h.handoffGen {
+		return
+	}
+	h.handoffGen = cur.Gen
+	if cur.Person == "" {
+		if h.holder.person() {
+			h.setHolderLocked(holder{})
+		}
+		return
+	}
+	conn, on := cur.Where(api.SurfaceDesktop)
+	if on == api.SurfaceDesktop {
+		for _, s := range h.sessions {
+			if ConnID(s.v) == conn {
+				h.setHolderLocked(holder{sess: s, id: s.v.ID, conn: conn, name: s.v.Name})
+				return
+			}
+		}
+	}
+	h.setHolderLocked(holder{remote: true, id: cur.Person, conn: conn, name: cur.Name})
 }
 
 // viewersLocked tells every viewer who is attached.
@@ -165,7 +206,7 @@ func (h *hub) viewersLocked() {
 
 // setHolderLocked changes who holds control and tells every viewer.
 func (h *hub) setHolderLocked(c holder) {
-	if c.sess == h.holder.sess && c.agent == h.holder.agent && c.id == h.holder.id {
+	if c == h.holder {
 		return
 	}
 	if h.holder.agent && h.agentTimer != nil {
@@ -207,12 +248,8 @@ func (h *hub) handle(ctx context.Context, s *session, m Message) {
 		h.mu.Unlock()
 	case TakeControl:
 		h.takeControl(s)
-	case ReleaseControl:
-		h.mu.Lock()
-		if h.holder.sess == s {
-			h.setHolderLocked(holder{})
-		}
-		h.mu.Unlock()
+	case ReleaseControl: // a no-op unless s holds control here
+		h.svc.cfg.Handoff.Release(h.agent.ID, api.SurfaceDesktop, ConnID(s.v))
 	default:
 		if !IsInput(m.Op()) {
 			s.queueErr(ErrCodeBadMessage, fmt.Sprintf("opcode 0x%02x is not sent by viewers", uint8(m.Op())))
@@ -228,21 +265,24 @@ func (h *hub) handle(ctx context.Context, s *session, m Message) {
 	}
 }
 
-// takeControl makes s the driver: when nobody or the agent holds control, when s is the
-// same person in another tab, or when s is the agent's owner or an admin (take-back).
+// takeControl makes s the driver, through the handoff the desktop shares with the agent's
+// browser (surface.Handoff.Take): when no person holds control (the agent's API may), when s
+// is the same person (another tab, or the browser), or when s is the agent's owner or an
+// admin (take-back). Whoever held it loses it on the browser too.
 func (h *hub) takeControl(s *session) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if s.mode != ModeDrive {
-		s.queueErrLocked(ErrCodeWatchOnly, "you are watching this desktop: only drivers can take control")
+		s.queueErr(ErrCodeWatchOnly, "you are watching this desktop: only drivers can take control")
 		return
 	}
-	c := h.holder
-	if c.sess != nil && c.sess != s && c.id != s.v.ID && !s.isOwner() {
-		s.queueErrLocked(ErrCodeNotHolder, fmt.Sprintf("%s holds control of this desktop; ask them to release it (the agent's owner can take it back)", c.name))
+	cur, err := h.svc.cfg.Handoff.Take(h.agent.ID, api.SurfaceDesktop,
+		surface.Claim{Person: s.v.ID, Name: s.v.Name, Conn: ConnID(s.v), Owner: s.isOwner()})
+	if err != nil {
+		s.queueErr(ErrCodeNotHolder, err.Error())
 		return
 	}
-	h.setHolderLocked(holder{sess: s, id: s.v.ID, conn: ConnID(s.v), name: s.v.Name})
+	h.mu.Lock()
+	h.applyHandoffLocked(cur)
+	h.mu.Unlock()
 }
 
 // viewerInput checks that s may send m (drives, holds control), clamps it to the display,
@@ -257,7 +297,7 @@ func (h *hub) viewerInput(s *session, m Message) ([]byte, bool) {
 	if h.holder.sess != s {
 		who := "nobody"
 		if !h.holder.none() {
-			who = h.holder.name
+			who = h.holder.label()
 		}
 		s.noteLocked(ErrCodeNotHolder, fmt.Sprintf("your input was dropped: %s holds control; take control first", who))
 		return nil, false

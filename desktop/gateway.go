@@ -44,7 +44,10 @@ type Config struct {
 	// OnChange, if set, is told that the agent's Status (the dashboard) may have changed: a
 	// hub started or ended, a frame was committed (surface.Env.Changed). It must not block.
 	OnChange func(agentID string)
-	Logger   *slog.Logger
+	// Handoff is the control handoff the desktop shares with the agent's browser
+	// (surface.Env.Handoff; nil = the desktop's own).
+	Handoff *surface.Handoff
+	Logger  *slog.Logger
 }
 
 // Defaults.
@@ -166,6 +169,9 @@ func NewService(cfg Config, open OpenFunc) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Handoff == nil {
+		cfg.Handoff = surface.NewHandoff()
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Service{cfg: cfg, open: open, log: cfg.Logger.With("surface", "desktop"),
 		ctx: ctx, cancel: cancel, hubs: map[string]*hub{}}
@@ -181,7 +187,7 @@ var Surface = surface.Description{
 
 // NewGateway builds the gateway half from the server's Env (surface.Description.Gateway).
 func NewGateway(env surface.Env) (surface.Gateway, error) {
-	cfg := Config{Logger: env.Logger, OnChange: env.Changed}
+	cfg := Config{Logger: env.Logger, OnChange: env.Changed, Handoff: env.Handoff}
 	if env.Audit != nil {
 		cfg.OnCall = func(agent api.Agent, v Viewer, action, detail string) { env.Audit(agent, v, action, detail) }
 	}
@@ -201,6 +207,8 @@ func (s *Service) acquire(agent api.Agent) (*hub, error) {
 	h := s.hubs[agent.ID]
 	if h == nil {
 		h = newHub(s, agent)
+		h.stopWatch = s.cfg.Handoff.Watch(agent.ID, h.syncHandoff)
+		h.syncHandoff()
 		s.hubs[agent.ID] = h
 		s.wg.Add(1)
 		go h.run() // owner: Service (wg); exits when the stream ends, the hub idles, or Close

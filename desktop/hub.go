@@ -43,6 +43,8 @@ type hub struct {
 	sessions   []*session    // in join order
 	waking     []*session    // scratch: the sessions helperFrame wakes after a commit
 	holder     holder        // who holds control
+	handoffGen uint64        // the newest surface.Holder applied (applyHandoffLocked)
+	stopWatch  func()        // ends the hub's watch of the agent's handoff
 	agentGen   uint64        // invalidates the agent's hold timer
 	agentTimer *time.Timer
 	apiButtons uint8 // buttons the agent's API holds down
@@ -56,16 +58,29 @@ type hub struct {
 	lagAt      time.Time
 }
 
-// holder is who holds control: a viewer's session, or the agent's API (agent), or nobody.
+// holder is who holds control: a viewer's session, a person on another of the agent's
+// surfaces (remote: the browser, surface.Handoff), the agent's API (agent), or nobody.
 type holder struct {
-	sess  *session
-	agent bool
-	id    string // the person's (or agent token's) id: same-person and take-back rules
-	conn  string // a viewer's connection id on the wire (ConnID): only that tab holds control
-	name  string
+	sess   *session
+	remote bool
+	agent  bool
+	id     string // the person's (or agent token's) id: same-person and take-back rules
+	conn   string // a viewer's connection id on the wire (ConnID): only that tab holds control
+	name   string
 }
 
-func (c holder) none() bool { return c.sess == nil && !c.agent }
+func (c holder) none() bool { return c.sess == nil && !c.remote && !c.agent }
+
+// label names the holder for messages: "alice", or "alice (on the agent's browser)".
+func (c holder) label() string {
+	if c.remote {
+		return c.name + " (on the agent's browser)"
+	}
+	return c.name
+}
+
+// person reports whether a person holds control (here or on the agent's other surface).
+func (c holder) person() bool { return c.sess != nil || c.remote }
 
 func (c holder) frame() []byte {
 	id := c.conn
@@ -633,6 +648,9 @@ func (h *hub) end(err error) {
 		h.log.Info("desktop stream closed", "cause", cause)
 	default:
 		h.log.Warn("desktop stream ended", "err", cause)
+	}
+	if h.stopWatch != nil {
+		h.stopWatch()
 	}
 	h.mu.Lock()
 	h.ended, h.endErr = true, h.gone()

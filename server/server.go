@@ -101,6 +101,7 @@ type Server struct {
 	metrics  *metrics
 	limiter  *loginGuard
 	dash     *dashHub
+	handoff  *surface.Handoff // one driver at a time across an agent's desktop and browser
 	origins  map[string]bool
 	hosts    hostAllow
 	limits   LimitPolicy
@@ -173,6 +174,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.dash = newDashHub(s)
+	s.handoff = surface.NewHandoff()
 	fail := func(err error) (*Server, error) {
 		s.cancel(err)
 		s.closeSurfaces()
@@ -375,6 +377,7 @@ func (s *Server) surfaceEnv(sf api.Surface) surface.Env {
 		},
 		Logger:  s.log.With("part", string(sf)),
 		Changed: s.dash.surfaceChanged,
+		Handoff: s.handoff,
 	}
 	if o, ok := s.bridge.(streamOpener); ok {
 		env.Open = func(ctx context.Context, agent api.Agent, kind string) (net.Conn, error) {

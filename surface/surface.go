@@ -80,6 +80,10 @@ type Env struct {
 	// blocks and costs next to nothing while no dashboard is open; call it on every change,
 	// the gateway coalesces (at most one thumbnail a second per agent). nil = no dashboard.
 	Changed func(agentID string)
+	// Handoff is the gateway's one control handoff: the surfaces that show an agent's screens
+	// (desktop, browser) share it, so the agent has one driver at a time. nil = the surface
+	// keeps its own.
+	Handoff *Handoff
 }
 
 // Caps bound how many sessions (terminals, ...) a surface keeps open. Zero fields take the
