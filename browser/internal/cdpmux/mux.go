@@ -79,6 +79,8 @@ const (
 	writeQueue = 256
 	// attachTimeout bounds NewClient's wait for the browser session.
 	attachTimeout = 20 * time.Second
+	// closeFlushTimeout bounds Close's wait for the detaches of the open clients to be written.
+	closeFlushTimeout = time.Second
 )
 
 // Errors.
@@ -223,11 +225,13 @@ func (m *Mux) Close() error {
 	}
 	m.mu.Unlock()
 	if len(roots) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		// Best effort, bounded: the detaches are written (not just queued) before the
+		// connection closes, unless the browser stops reading.
+		ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
 		for _, sid := range roots {
 			m.call(ctx, "Target.detachFromTarget", "", map[string]string{"sessionId": sid}, false)
 		}
-		for len(m.out) > 0 && ctx.Err() == nil {
+		for m.unwritten() > 0 && ctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
 		cancel()
@@ -700,6 +704,13 @@ func (m *Mux) enqueue(ctx context.Context, b []byte) error {
 		m.outRelease(len(b))
 		return context.Cause(ctx)
 	}
+}
+
+// unwritten is how many bytes are queued for the browser and not yet written.
+func (m *Mux) unwritten() int {
+	m.outMu.Lock()
+	defer m.outMu.Unlock()
+	return m.outBytes
 }
 
 // outRelease returns n bytes of the writer's budget and wakes the senders waiting for it.
