@@ -51,18 +51,18 @@ type viewHub struct {
 	sessions       []*viewSession
 	holder         *viewSession // who holds control here (nil: nobody, or a person elsewhere)
 	elsewhere      elsewhere    // a person who holds control on the agent's desktop (holder nil)
-	handoffGen     uint64       // the newest surface.Holder applied (applyHandoffLocked)
-	stopWatch      func()       // ends the hub's watch of the agent's handoff
-	automating     bool         // the agent's automation is connected
-	pages          []*pageInfo  // page targets, oldest first
-	active         string       // target id the viewers should see
-	attached       string       // target id the view's CDP session is attached to
-	session        string       // that CDP session's id
-	scW, scH       int          // the running screencast's max size (0: not running)
-	scSession      int          // Chromium's screencast session id (acks name it)
-	owed           int          // frames received and not yet acknowledged to Chromium
-	last           *shot        // the newest frame
-	gotFrame       bool         // a frame of the attached tab arrived
+	handoff        surface.HandoffState
+	stopWatch      func()      // ends the hub's watch of the agent's handoff
+	automating     bool        // the agent's automation is connected
+	pages          []*pageInfo // page targets, oldest first
+	active         string      // target id the viewers should see
+	attached       string      // target id the view's CDP session is attached to
+	session        string      // that CDP session's id
+	scW, scH       int         // the running screencast's max size (0: not running)
+	scSession      int         // Chromium's screencast session id (acks name it)
+	owed           int         // frames received and not yet acknowledged to Chromium
+	last           *shot       // the newest frame
+	gotFrame       bool        // a frame of the attached tab arrived
 	navDirty       bool
 	nav            Nav
 	navFrame       []byte
@@ -594,24 +594,23 @@ func (h *viewHub) syncHandoff() {
 // applyHandoffLocked makes the view's holder what the handoff says: the viewer that holds
 // control here, a person who holds it on the agent's desktop, or nobody.
 func (h *viewHub) applyHandoffLocked(cur surface.Holder) {
-	if h.ended || cur.Gen < h.handoffGen {
+	p, ok := h.handoff.Apply(cur, api.SurfaceBrowser)
+	if !ok || h.ended {
 		return
 	}
-	h.handoffGen = cur.Gen
-	if cur.Person == "" {
-		h.setHolderLocked(nil, elsewhere{})
-		return
-	}
-	conn, on := cur.Where(api.SurfaceBrowser)
-	if on == api.SurfaceBrowser {
-		for _, s := range h.sessions {
-			if ConnID(s.v) == conn {
-				h.setHolderLocked(s, elsewhere{})
-				return
-			}
+	var here *viewSession
+	if p.Here {
+		i := slices.IndexFunc(h.sessions, func(s *viewSession) bool { return ConnID(s.v) == p.Conn })
+		if i >= 0 {
+			here = h.sessions[i]
 		}
 	}
-	h.setHolderLocked(nil, elsewhere{person: cur.Person, name: cur.Name, conn: conn})
+	if here != nil || p.Nobody {
+		h.setHolderLocked(here, elsewhere{})
+		return
+	}
+	// On the desktop, or a viewer here that has left (its Release follows).
+	h.setHolderLocked(nil, elsewhere{person: p.Person, name: p.Name, conn: p.Conn})
 }
 
 // setHolderLocked makes s (or, when s is nil, a person on the agent's desktop, or nobody)

@@ -169,26 +169,29 @@ func (h *hub) syncHandoff() {
 // control here, a person who holds it on the agent's browser, or nobody (the agent's API
 // keeps its hold while no person has one).
 func (h *hub) applyHandoffLocked(cur surface.Holder) {
-	if h.ended || cur.Gen < h.handoffGen {
-		return
-	}
-	h.handoffGen = cur.Gen
-	if cur.Person == "" {
+	p, ok := h.handoff.Apply(cur, api.SurfaceDesktop)
+	switch {
+	case !ok || h.ended:
+	case p.Nobody:
 		if h.holder.person() {
 			h.setHolderLocked(holder{})
 		}
-		return
+	case p.Here && h.sessionLocked(p.Conn) != nil:
+		s := h.sessionLocked(p.Conn)
+		h.setHolderLocked(holder{sess: s, id: s.v.ID, conn: p.Conn, name: s.v.Name})
+	default: // on the browser, or a session here that has left (its Release follows)
+		h.setHolderLocked(holder{remote: true, id: p.Person, conn: p.Conn, name: p.Name})
 	}
-	conn, on := cur.Where(api.SurfaceDesktop)
-	if on == api.SurfaceDesktop {
-		for _, s := range h.sessions {
-			if ConnID(s.v) == conn {
-				h.setHolderLocked(holder{sess: s, id: s.v.ID, conn: conn, name: s.v.Name})
-				return
-			}
+}
+
+// sessionLocked is the viewer whose wire id is conn (nil: none).
+func (h *hub) sessionLocked(conn string) *session {
+	for _, s := range h.sessions {
+		if ConnID(s.v) == conn {
+			return s
 		}
 	}
-	h.setHolderLocked(holder{remote: true, id: cur.Person, conn: conn, name: cur.Name})
+	return nil
 }
 
 // viewersLocked tells every viewer who is attached.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/surface"
 )
 
 // hub is one agent's display in the gateway: one helper stream, the latest encoded screen
@@ -43,9 +44,9 @@ type hub struct {
 	sessions   []*session    // in join order
 	waking     []*session    // scratch: the sessions helperFrame wakes after a commit
 	holder     holder        // who holds control
-	handoffGen uint64        // the newest surface.Holder applied (applyHandoffLocked)
-	stopWatch  func()        // ends the hub's watch of the agent's handoff
-	agentGen   uint64        // invalidates the agent's hold timer
+	handoff    surface.HandoffState
+	stopWatch  func() // ends the hub's watch of the agent's handoff
+	agentGen   uint64 // invalidates the agent's hold timer
 	agentTimer *time.Timer
 	apiButtons uint8 // buttons the agent's API holds down
 	cursorPos  CursorPos

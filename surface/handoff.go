@@ -57,6 +57,33 @@ func (h Holder) Where(sf api.Surface) (conn string, on api.Surface) {
 	return "", ""
 }
 
+// HandoffState is one surface hub's side of the handoff: the newest Holder it applied. Its
+// zero value is ready; the hub's lock guards it.
+type HandoffState struct{ gen uint64 }
+
+// Placement is where a Holder puts control, as one surface sees it.
+type Placement struct {
+	Nobody bool // no person holds control
+	// Here: Conn, a connection on this surface, holds it; otherwise Person holds it on
+	// another surface, through Conn there.
+	Here               bool
+	Person, Name, Conn string
+}
+
+// Apply returns where cur puts control for surface sf, or false when cur is older than a
+// Holder applied before (the notification of a later change overtook it).
+func (st *HandoffState) Apply(cur Holder, sf api.Surface) (Placement, bool) {
+	if cur.Gen < st.gen {
+		return Placement{}, false
+	}
+	st.gen = cur.Gen
+	if cur.Person == "" {
+		return Placement{Nobody: true}, true
+	}
+	conn, on := cur.Where(sf)
+	return Placement{Here: on == sf, Person: cur.Person, Name: cur.Name, Conn: conn}, true
+}
+
 // Claim is a person asking for control on one surface.
 type Claim struct {
 	Person, Name string

@@ -190,3 +190,36 @@ func TestHandoffConcurrent(t *testing.T) {
 		t.Errorf("the watcher applied %+v last, want the final state %+v", applied, final)
 	}
 }
+
+// A hub's HandoffState places control for its surface and ignores a Holder older than one
+// it applied: two notifications may arrive in either order.
+func TestHandoffStateApply(t *testing.T) {
+	h := NewHandoff()
+	var st HandoffState
+	h.Take("a1", desk, claim("bob", "1", false))
+	first := h.Holder("a1")
+	h.Take("a1", brow, claim("alice", "2", true))
+	second := h.Holder("a1")
+
+	tests := []struct {
+		name string
+		sf   api.Surface
+		cur  Holder
+		ok   bool
+		want Placement
+	}{
+		{"newer, seen by the desktop", desk, second, true, Placement{Person: "alice", Name: "alice-name", Conn: "alice#2"}},
+		{"older, arriving late", desk, first, false, Placement{}},
+		{"the same again", brow, second, true, Placement{Here: true, Person: "alice", Name: "alice-name", Conn: "alice#2"}},
+	}
+	for _, tt := range tests {
+		got, ok := st.Apply(tt.cur, tt.sf)
+		if ok != tt.ok || got != tt.want {
+			t.Errorf("%s: Apply(gen %d, %s) = %+v, %v; want %+v, %v", tt.name, tt.cur.Gen, tt.sf, got, ok, tt.want, tt.ok)
+		}
+	}
+	h.Release("a1", brow, "alice#2")
+	if got, ok := st.Apply(h.Holder("a1"), desk); !ok || !got.Nobody {
+		t.Errorf("after the release: Apply = %+v, %v; want nobody", got, ok)
+	}
+}
