@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/porthole/porthole/internal/wire"
 )
 
 // ProtocolVersion is sent in Hello; bump it only for incompatible changes.
@@ -492,257 +494,167 @@ func Decode(b []byte) (Message, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty message", ErrBadMessage)
 	}
-	d := decoder{b: b[1:], op: Op(b[0])}
+	d := decoder{wire.NewDecoder(b, ErrBadMessage)}
 	var m Message
-	switch d.op {
+	switch Op(d.Op) {
 	case OpPointer:
-		p := Pointer{X: d.u16("x"), Y: d.u16("y"), Buttons: d.u8("buttons"), Modifiers: d.mods()}
-		if d.err == nil && p.Buttons&^buttonsAll != 0 {
-			d.fail("unknown buttons 0x%02x", p.Buttons)
+		p := Pointer{X: d.U16("x"), Y: d.U16("y"), Buttons: d.U8("buttons"), Modifiers: d.mods()}
+		if d.Err == nil && p.Buttons&^buttonsAll != 0 {
+			d.Fail("unknown buttons 0x%02x", p.Buttons)
 		}
 		m = p
 	case OpWheel:
-		m = Wheel{X: d.u16("x"), Y: d.u16("y"), DX: int16(d.u16("dx")), DY: int16(d.u16("dy")), Modifiers: d.mods()}
+		m = Wheel{X: d.U16("x"), Y: d.U16("y"), DX: int16(d.U16("dx")), DY: int16(d.U16("dy")), Modifiers: d.mods()}
 	case OpKey:
-		k := Key{Down: d.flag("down"), Modifiers: d.mods(), Code: d.str("code"), Key: d.str("key")}
-		if d.err == nil && (k.Code == "" && k.Key == "" || len(k.Code) > MaxCode || len(k.Key) > MaxCode) {
-			d.fail("key code of %d bytes and key of %d bytes, want one of them, each at most %d", len(k.Code), len(k.Key), MaxCode)
+		k := Key{Down: d.Flag("down"), Modifiers: d.mods(), Code: d.Str("code"), Key: d.Str("key")}
+		if d.Err == nil && (k.Code == "" && k.Key == "" || len(k.Code) > MaxCode || len(k.Key) > MaxCode) {
+			d.Fail("key code of %d bytes and key of %d bytes, want one of them, each at most %d", len(k.Code), len(k.Key), MaxCode)
 		}
 		m = k
 	case OpText:
-		t := Text{Text: d.str("text")}
-		if d.err == nil && len(t.Text) > MaxText {
-			d.fail("text of %d bytes is over the %d-byte limit", len(t.Text), MaxText)
+		t := Text{Text: d.Str("text")}
+		if d.Err == nil && len(t.Text) > MaxText {
+			d.Fail("text of %d bytes is over the %d-byte limit", len(t.Text), MaxText)
 		}
 		m = t
 	case OpAck:
-		m = Ack{Seq: d.u32("seq")}
+		m = Ack{Seq: d.U32("seq")}
 	case OpTakeControl:
 		m = TakeControl{}
 	case OpReleaseControl:
 		m = ReleaseControl{}
 	case OpResize:
-		m = Resize{W: d.u16("w"), H: d.u16("h")}
+		m = Resize{W: d.U16("w"), H: d.U16("h")}
 	case OpNavigate:
 		m = Navigate{URL: d.url("url")}
 	case OpHistory:
-		h := History{Action: d.u8("action")}
-		if d.err == nil && (h.Action < HistBack || h.Action > HistStop) {
-			d.fail("history action %d is not 1-4", h.Action)
+		h := History{Action: d.U8("action")}
+		if d.Err == nil && (h.Action < HistBack || h.Action > HistStop) {
+			d.Fail("history action %d is not 1-4", h.Action)
 		}
 		m = h
 	case OpTabNew:
 		m = TabNew{URL: d.url("url")}
 	case OpTabSwitch:
-		m = TabSwitch{ID: d.str("tab id")}
+		m = TabSwitch{ID: d.Str("tab id")}
 	case OpTabClose:
-		m = TabClose{ID: d.str("tab id")}
+		m = TabClose{ID: d.Str("tab id")}
 	case OpDialogAnswer:
-		m = DialogAnswer{Accept: d.flag("accept"), Prompt: d.str("prompt")}
+		m = DialogAnswer{Accept: d.Flag("accept"), Prompt: d.Str("prompt")}
 	case OpFileBegin:
-		f := FileBegin{Name: d.str("file name"), Size: d.u32("size")}
-		if d.err == nil && (f.Name == "" || f.Size > MaxUpload) {
-			d.fail("file %q of %d bytes: want a name and at most %d bytes", f.Name, f.Size, MaxUpload)
+		f := FileBegin{Name: d.Str("file name"), Size: d.U32("size")}
+		if d.Err == nil && (f.Name == "" || f.Size > MaxUpload) {
+			d.Fail("file %q of %d bytes: want a name and at most %d bytes", f.Name, f.Size, MaxUpload)
 		}
 		m = f
 	case OpFileData:
-		f := FileData{Data: d.rest()}
-		if d.err == nil && (len(f.Data) == 0 || len(f.Data) > MaxChunk) {
-			d.fail("file chunk of %d bytes, want 1-%d", len(f.Data), MaxChunk)
+		f := FileData{Data: d.Rest()}
+		if d.Err == nil && (len(f.Data) == 0 || len(f.Data) > MaxChunk) {
+			d.Fail("file chunk of %d bytes, want 1-%d", len(f.Data), MaxChunk)
 		}
 		m = f
 	case OpFileDone:
-		m = FileDone{Cancel: d.flag("cancel")}
+		m = FileDone{Cancel: d.Flag("cancel")}
 	case OpRefresh:
 		m = Refresh{}
 	case OpSelectChoose:
-		c := SelectChoose{Index: int32(d.u32("index"))}
-		if d.err == nil && (c.Index < -1 || c.Index >= MaxOptions) {
-			d.fail("option %d is not -1 or 0-%d", c.Index, MaxOptions-1)
+		c := SelectChoose{Index: int32(d.U32("index"))}
+		if d.Err == nil && (c.Index < -1 || c.Index >= MaxOptions) {
+			d.Fail("option %d is not -1 or 0-%d", c.Index, MaxOptions-1)
 		}
 		m = c
 	case OpSelectPopup:
-		p := SelectPopup{Open: d.flag("open"), Selected: int32(d.u32("selected"))}
-		n := int(d.u16("option count"))
+		p := SelectPopup{Open: d.Flag("open"), Selected: int32(d.U32("selected"))}
+		n := int(d.U16("option count"))
 		// Each option takes at least 3 bytes: never allocate more than the message can hold.
-		if d.err == nil && (n > MaxOptions || n*3 > len(d.b) || p.Selected < -1 || p.Selected >= int32(max(n, 1))) {
-			d.fail("%d options (selected %d) do not fit in %d bytes", n, p.Selected, len(d.b))
+		if d.Err == nil && (n > MaxOptions || n*3 > len(d.B) || p.Selected < -1 || p.Selected >= int32(max(n, 1))) {
+			d.Fail("%d options (selected %d) do not fit in %d bytes", n, p.Selected, len(d.B))
 		}
-		for i := 0; i < n && d.err == nil; i++ {
-			p.Options = append(p.Options, SelectOption{Label: d.str("label"), Disabled: d.flag("disabled")})
+		for i := 0; i < n && d.Err == nil; i++ {
+			p.Options = append(p.Options, SelectOption{Label: d.Str("label"), Disabled: d.Flag("disabled")})
 		}
 		m = p
 	case OpHello:
-		m = Hello{Version: d.u16("version"), Mode: d.mode(), ViewerID: d.str("viewer id"), ViewerName: d.str("viewer name")}
+		m = Hello{Version: d.U16("version"), Mode: Mode(d.Mode()), ViewerID: d.Str("viewer id"), ViewerName: d.Str("viewer name")}
 	case OpFrame:
-		f := Frame{Seq: d.u32("seq"), W: d.u16("w"), H: d.u16("h"), ScrollX: int32(d.u32("scroll x")), ScrollY: int32(d.u32("scroll y")), Data: d.rest()}
-		if d.err == nil && (len(f.Data) == 0 || len(f.Data) > MaxFrameData) {
-			d.fail("frame of %d bytes, want 1-%d", len(f.Data), MaxFrameData)
+		f := Frame{Seq: d.U32("seq"), W: d.U16("w"), H: d.U16("h"), ScrollX: int32(d.U32("scroll x")), ScrollY: int32(d.U32("scroll y")), Data: d.Rest()}
+		if d.Err == nil && (len(f.Data) == 0 || len(f.Data) > MaxFrameData) {
+			d.Fail("frame of %d bytes, want 1-%d", len(f.Data), MaxFrameData)
 		}
 		m = f
 	case OpTabs:
-		n := int(d.u16("tab count"))
+		n := int(d.U16("tab count"))
 		// Each tab takes at least 9 bytes: never allocate more than the message can hold.
-		if d.err == nil && (n > MaxTabs || n*9 > len(d.b)) {
-			d.fail("%d tabs do not fit in %d bytes", n, len(d.b))
+		if d.Err == nil && (n > MaxTabs || n*9 > len(d.B)) {
+			d.Fail("%d tabs do not fit in %d bytes", n, len(d.B))
 		}
 		var ts []TabInfo
-		for i := 0; i < n && d.err == nil; i++ {
-			ts = append(ts, TabInfo{ID: d.str("tab id"), Title: d.str("title"), URL: d.str("url"), Favicon: d.str("favicon"), Active: d.flag("active")})
+		for i := 0; i < n && d.Err == nil; i++ {
+			ts = append(ts, TabInfo{ID: d.Str("tab id"), Title: d.Str("title"), URL: d.Str("url"), Favicon: d.Str("favicon"), Active: d.Flag("active")})
 		}
 		m = Tabs{Tabs: ts}
 	case OpNav:
-		m = Nav{URL: d.str("url"), CanBack: d.flag("can back"), CanForward: d.flag("can forward"), Loading: d.flag("loading")}
+		m = Nav{URL: d.Str("url"), CanBack: d.Flag("can back"), CanForward: d.Flag("can forward"), Loading: d.Flag("loading")}
 	case OpDialog:
-		m = Dialog{Open: d.flag("open"), Type: d.str("type"), Message: d.str("message"), Default: d.str("default"), URL: d.str("url")}
+		m = Dialog{Open: d.Flag("open"), Type: d.Str("type"), Message: d.Str("message"), Default: d.Str("default"), URL: d.Str("url")}
 	case OpFileChooser:
-		m = FileChooser{Open: d.flag("open"), Multiple: d.flag("multiple")}
+		m = FileChooser{Open: d.Flag("open"), Multiple: d.Flag("multiple")}
 	case OpDownloads:
-		n := int(d.u16("download count"))
-		if d.err == nil && (n > MaxDownloads || n*23 > len(d.b)) {
-			d.fail("%d downloads do not fit in %d bytes", n, len(d.b))
+		n := int(d.U16("download count"))
+		if d.Err == nil && (n > MaxDownloads || n*23 > len(d.B)) {
+			d.Fail("%d downloads do not fit in %d bytes", n, len(d.B))
 		}
 		var ds []DownloadInfo
-		for i := 0; i < n && d.err == nil; i++ {
-			x := DownloadInfo{ID: d.str("download id"), Name: d.str("name"), URL: d.str("url"), Received: d.u64("received"), Total: d.u64("total"), State: d.u8("state")}
-			if d.err == nil && (x.State < DownloadProgress || x.State > DownloadCanceled) {
-				d.fail("download state %d is not 1-3", x.State)
+		for i := 0; i < n && d.Err == nil; i++ {
+			x := DownloadInfo{ID: d.Str("download id"), Name: d.Str("name"), URL: d.Str("url"), Received: d.U64("received"), Total: d.U64("total"), State: d.U8("state")}
+			if d.Err == nil && (x.State < DownloadProgress || x.State > DownloadCanceled) {
+				d.Fail("download state %d is not 1-3", x.State)
 			}
 			ds = append(ds, x)
 		}
 		m = Downloads{Downloads: ds}
 	case OpControl:
-		m = Control{HolderID: d.str("holder id"), HolderName: d.str("holder name"), Automating: d.flag("automating")}
+		m = Control{HolderID: d.Str("holder id"), HolderName: d.Str("holder name"), Automating: d.Flag("automating")}
 	case OpViewers:
-		n := int(d.u16("viewer count"))
-		if d.err == nil && (n > MaxViewers || n*5 > len(d.b)) {
-			d.fail("%d viewers do not fit in %d bytes", n, len(d.b))
+		n := int(d.U16("viewer count"))
+		if d.Err == nil && (n > MaxViewers || n*5 > len(d.B)) {
+			d.Fail("%d viewers do not fit in %d bytes", n, len(d.B))
 		}
 		var vs []ViewerInfo
-		for i := 0; i < n && d.err == nil; i++ {
-			vs = append(vs, ViewerInfo{ID: d.str("viewer id"), Name: d.str("viewer name"), Mode: d.mode()})
+		for i := 0; i < n && d.Err == nil; i++ {
+			vs = append(vs, ViewerInfo{ID: d.Str("viewer id"), Name: d.Str("viewer name"), Mode: Mode(d.Mode())})
 		}
 		m = Viewers{Viewers: vs}
 	case OpError:
-		m = ErrorMsg{Code: ErrCode(d.u16("code")), Message: d.str("message")}
+		m = ErrorMsg{Code: ErrCode(d.U16("code")), Message: d.Str("message")}
 	case OpMode:
-		m = ModeMsg{Mode: d.mode()}
+		m = ModeMsg{Mode: Mode(d.Mode())}
 	default:
 		return nil, fmt.Errorf("%w: unknown opcode 0x%02x", ErrBadMessage, b[0])
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d unexpected trailing bytes", len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d unexpected trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	return m, nil
 }
 
-type decoder struct {
-	op  Op
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: opcode 0x%02x: %s", ErrBadMessage, uint8(d.op), fmt.Sprintf(format, args...))
-	}
-}
-
-func (d *decoder) take(n int, field string) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if len(d.b) < n {
-		d.fail("truncated at %s: need %d bytes, have %d", field, n, len(d.b))
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) u8(field string) uint8 {
-	if v := d.take(1, field); v != nil {
-		return v[0]
-	}
-	return 0
-}
-
-func (d *decoder) flag(field string) bool {
-	v := d.u8(field)
-	if v > 1 {
-		d.fail("%s is %d, want 0 or 1", field, v)
-	}
-	return v == 1
-}
+type decoder struct{ wire.Decoder }
 
 func (d *decoder) mods() uint8 {
-	v := d.u8("modifiers")
-	if d.err == nil && v&^modsAll != 0 {
-		d.fail("unknown modifiers 0x%02x", v)
+	v := d.U8("modifiers")
+	if d.Err == nil && v&^modsAll != 0 {
+		d.Fail("unknown modifiers 0x%02x", v)
 	}
 	return v
-}
-
-func (d *decoder) u16(field string) uint16 {
-	if v := d.take(2, field); v != nil {
-		return be.Uint16(v)
-	}
-	return 0
-}
-
-func (d *decoder) u32(field string) uint32 {
-	if v := d.take(4, field); v != nil {
-		return be.Uint32(v)
-	}
-	return 0
-}
-
-func (d *decoder) u64(field string) uint64 {
-	if v := d.take(8, field); v != nil {
-		return be.Uint64(v)
-	}
-	return 0
-}
-
-func (d *decoder) mode() Mode {
-	v := d.u8("mode")
-	m := Mode(v)
-	if d.err == nil && m != ModeWatch && m != ModeDrive {
-		d.fail("mode %d is neither watch (1) nor drive (2)", v)
-	}
-	return m
-}
-
-func (d *decoder) str(field string) string {
-	n := d.u16(field + " length")
-	v := d.take(int(n), field)
-	if d.err != nil {
-		return ""
-	}
-	if !utf8.Valid(v) {
-		d.fail("%s is not valid UTF-8", field)
-		return ""
-	}
-	return string(v)
 }
 
 func (d *decoder) url(field string) string {
-	s := d.str(field)
-	if d.err == nil && len(s) > MaxURL {
-		d.fail("%s of %d bytes is over the %d-byte limit", field, len(s), MaxURL)
+	s := d.Str(field)
+	if d.Err == nil && len(s) > MaxURL {
+		d.Fail("%s of %d bytes is over the %d-byte limit", field, len(s), MaxURL)
 	}
 	return s
-}
-
-func (d *decoder) rest() []byte {
-	if d.err != nil {
-		return nil
-	}
-	v := d.b
-	d.b = nil
-	return v
 }

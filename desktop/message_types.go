@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/porthole/porthole/internal/wire"
 )
 
 // ProtocolVersion is sent in Hello; bump it only for incompatible changes.
@@ -446,259 +448,164 @@ func Decode(b []byte) (Message, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty frame", ErrBadFrame)
 	}
-	d := decoder{b: b[1:], op: Op(b[0])}
+	d := decoder{wire.NewDecoder(b, ErrBadFrame)}
 	var m Message
-	switch d.op {
+	switch Op(d.Op) {
 	case OpPointer:
-		p := Pointer{X: d.u16("x"), Y: d.u16("y"), Buttons: d.u8("buttons")}
-		if d.err == nil && p.Buttons&^buttonsAll != 0 {
-			d.fail("unknown buttons 0x%02x", p.Buttons)
+		p := Pointer{X: d.U16("x"), Y: d.U16("y"), Buttons: d.U8("buttons")}
+		if d.Err == nil && p.Buttons&^buttonsAll != 0 {
+			d.Fail("unknown buttons 0x%02x", p.Buttons)
 		}
 		m = p
 	case OpWheel:
-		m = Wheel{X: d.u16("x"), Y: d.u16("y"), DX: int16(d.u16("dx")), DY: int16(d.u16("dy"))}
+		m = Wheel{X: d.U16("x"), Y: d.U16("y"), DX: int16(d.U16("dx")), DY: int16(d.U16("dy"))}
 	case OpKey:
-		k := Key{Down: d.flag("down"), Code: d.str("code")}
-		if d.err == nil && (k.Code == "" || len(k.Code) > MaxCode) {
-			d.fail("key code of %d bytes, want 1-%d", len(k.Code), MaxCode)
+		k := Key{Down: d.Flag("down"), Code: d.Str("code")}
+		if d.Err == nil && (k.Code == "" || len(k.Code) > MaxCode) {
+			d.Fail("key code of %d bytes, want 1-%d", len(k.Code), MaxCode)
 		}
 		m = k
 	case OpText:
-		t := Text{Text: d.str("text")}
-		if d.err == nil && len(t.Text) > MaxText {
-			d.fail("text of %d bytes is over the %d-byte limit", len(t.Text), MaxText)
+		t := Text{Text: d.Str("text")}
+		if d.Err == nil && len(t.Text) > MaxText {
+			d.Fail("text of %d bytes is over the %d-byte limit", len(t.Text), MaxText)
 		}
 		m = t
 	case OpAck:
-		m = Ack{Seq: d.u32("seq")}
+		m = Ack{Seq: d.U32("seq")}
 	case OpTakeControl:
 		m = TakeControl{}
 	case OpReleaseControl:
 		m = ReleaseControl{}
 	case OpResizeRequest:
-		m = ResizeRequest{W: d.u16("w"), H: d.u16("h")}
+		m = ResizeRequest{W: d.U16("w"), H: d.U16("h")}
 	case OpSetClipboard:
-		m = SetClipboard{Text: d.longStr("clipboard")}
+		m = SetClipboard{Text: d.LongStr("clipboard", MaxClipboard)}
 	case OpRefresh:
 		m = Refresh{}
 	case OpScreenshotRequest:
-		r := ScreenshotRequest{Format: d.u8("format"), Scale: d.u8("scale")}
-		if d.err == nil && r.Format != EncPNG && r.Format != EncJPEG {
-			d.fail("screenshot format %d is neither JPEG (1) nor PNG (2)", r.Format)
+		r := ScreenshotRequest{Format: d.U8("format"), Scale: d.U8("scale")}
+		if d.Err == nil && r.Format != EncPNG && r.Format != EncJPEG {
+			d.Fail("screenshot format %d is neither JPEG (1) nor PNG (2)", r.Format)
 		}
-		if d.err == nil && r.Scale > 100 {
-			d.fail("screenshot scale %d%% is over 100", r.Scale)
+		if d.Err == nil && r.Scale > 100 {
+			d.Fail("screenshot scale %d%% is over 100", r.Scale)
 		}
 		m = r
 	case OpLag:
-		m = Lag{Frames: d.u8("frames")}
+		m = Lag{Frames: d.U8("frames")}
 	case OpHello:
-		m = Hello{Version: d.u16("version"), Mode: d.mode(), ViewerID: d.str("viewer id"), ViewerName: d.str("viewer name")}
+		m = Hello{Version: d.U16("version"), Mode: Mode(d.Mode()), ViewerID: d.Str("viewer id"), ViewerName: d.Str("viewer name")}
 	case OpScreen:
-		s := Screen{W: d.u16("w"), H: d.u16("h")}
-		if d.err == nil && (s.W < MinDisplay || s.H < MinDisplay || s.W > MaxDisplayW || s.H > MaxDisplayH) {
-			d.fail("screen %dx%d is outside %dx%d-%dx%d", s.W, s.H, MinDisplay, MinDisplay, MaxDisplayW, MaxDisplayH)
+		s := Screen{W: d.U16("w"), H: d.U16("h")}
+		if d.Err == nil && (s.W < MinDisplay || s.H < MinDisplay || s.W > MaxDisplayW || s.H > MaxDisplayH) {
+			d.Fail("screen %dx%d is outside %dx%d-%dx%d", s.W, s.H, MinDisplay, MinDisplay, MaxDisplayW, MaxDisplayH)
 		}
 		m = s
 	case OpRect:
-		r := Rect{X: d.u16("x"), Y: d.u16("y"), W: d.u16("w"), H: d.u16("h"), Enc: d.u8("encoding"), Flags: d.u8("flags"), Data: d.rest()}
+		r := Rect{X: d.U16("x"), Y: d.U16("y"), W: d.U16("w"), H: d.U16("h"), Enc: d.U8("encoding"), Flags: d.U8("flags"), Data: d.Rest()}
 		switch {
-		case d.err != nil:
+		case d.Err != nil:
 		case r.W == 0 || r.H == 0 || int(r.X)+int(r.W) > MaxDisplayW || int(r.Y)+int(r.H) > MaxDisplayH:
-			d.fail("rect %dx%d at %d,%d is outside the largest display", r.W, r.H, r.X, r.Y)
+			d.Fail("rect %dx%d at %d,%d is outside the largest display", r.W, r.H, r.X, r.Y)
 		case !validEnc(r.Enc):
-			d.fail("rect encoding %d is not JPEG (1), PNG (2) or palette (3)", r.Enc)
+			d.Fail("rect encoding %d is not JPEG (1), PNG (2) or palette (3)", r.Enc)
 		case r.Flags&^rectFlagsAll != 0:
-			d.fail("unknown rect flags 0x%02x", r.Flags)
+			d.Fail("unknown rect flags 0x%02x", r.Flags)
 		case len(r.Data) == 0 || len(r.Data) > MaxRectData:
-			d.fail("rect data of %d bytes, want 1-%d", len(r.Data), MaxRectData)
+			d.Fail("rect data of %d bytes, want 1-%d", len(r.Data), MaxRectData)
 		}
 		m = r
 	case OpFrameEnd:
-		m = FrameEnd{Seq: d.u32("seq")}
+		m = FrameEnd{Seq: d.U32("seq")}
 	case OpCopy:
-		c := Copy{SrcX: d.u16("source x"), SrcY: d.u16("source y"), X: d.u16("x"), Y: d.u16("y"), W: d.u16("w"), H: d.u16("h")}
+		c := Copy{SrcX: d.U16("source x"), SrcY: d.U16("source y"), X: d.U16("x"), Y: d.U16("y"), W: d.U16("w"), H: d.U16("h")}
 		switch {
-		case d.err != nil:
+		case d.Err != nil:
 		case c.W == 0 || c.H == 0 || int(c.SrcX)+int(c.W) > MaxDisplayW || int(c.SrcY)+int(c.H) > MaxDisplayH ||
 			int(c.X)+int(c.W) > MaxDisplayW || int(c.Y)+int(c.H) > MaxDisplayH:
-			d.fail("copy of %dx%d from %d,%d to %d,%d is outside the largest display", c.W, c.H, c.SrcX, c.SrcY, c.X, c.Y)
+			d.Fail("copy of %dx%d from %d,%d to %d,%d is outside the largest display", c.W, c.H, c.SrcX, c.SrcY, c.X, c.Y)
 		}
 		m = c
 	case OpClipRect:
-		r := ClipRect{CX: d.u16("clip x"), CY: d.u16("clip y"), CW: d.u16("clip w"), CH: d.u16("clip h"),
-			X: int16(d.u16("x")), Y: int16(d.u16("y")), W: d.u16("w"), H: d.u16("h"),
-			Enc: d.u8("encoding"), Flags: d.u8("flags"), Data: d.rest()}
+		r := ClipRect{CX: d.U16("clip x"), CY: d.U16("clip y"), CW: d.U16("clip w"), CH: d.U16("clip h"),
+			X: int16(d.U16("x")), Y: int16(d.U16("y")), W: d.U16("w"), H: d.U16("h"),
+			Enc: d.U8("encoding"), Flags: d.U8("flags"), Data: d.Rest()}
 		switch {
-		case d.err != nil:
+		case d.Err != nil:
 		case r.CW == 0 || r.CH == 0 || int(r.CX)+int(r.CW) > MaxDisplayW || int(r.CY)+int(r.CH) > MaxDisplayH:
-			d.fail("clip %dx%d at %d,%d is outside the largest display", r.CW, r.CH, r.CX, r.CY)
+			d.Fail("clip %dx%d at %d,%d is outside the largest display", r.CW, r.CH, r.CX, r.CY)
 		case int(r.X) > int(r.CX) || int(r.Y) > int(r.CY) || int(r.X)+int(r.W) < int(r.CX)+int(r.CW) || int(r.Y)+int(r.H) < int(r.CY)+int(r.CH):
-			d.fail("clip %dx%d at %d,%d is not inside the image's %dx%d at %d,%d", r.CW, r.CH, r.CX, r.CY, r.W, r.H, r.X, r.Y)
+			d.Fail("clip %dx%d at %d,%d is not inside the image's %dx%d at %d,%d", r.CW, r.CH, r.CX, r.CY, r.W, r.H, r.X, r.Y)
 		case !validEnc(r.Enc):
-			d.fail("rect encoding %d is not JPEG (1), PNG (2) or palette (3)", r.Enc)
+			d.Fail("rect encoding %d is not JPEG (1), PNG (2) or palette (3)", r.Enc)
 		case r.Flags&^rectFlagsAll != 0:
-			d.fail("unknown rect flags 0x%02x", r.Flags)
+			d.Fail("unknown rect flags 0x%02x", r.Flags)
 		case len(r.Data) == 0 || len(r.Data) > MaxRectData:
-			d.fail("rect data of %d bytes, want 1-%d", len(r.Data), MaxRectData)
+			d.Fail("rect data of %d bytes, want 1-%d", len(r.Data), MaxRectData)
 		}
 		m = r
 	case OpCursorShape:
-		c := CursorShape{W: d.u16("w"), H: d.u16("h"), HotX: d.u16("hot x"), HotY: d.u16("hot y")}
+		c := CursorShape{W: d.U16("w"), H: d.U16("h"), HotX: d.U16("hot x"), HotY: d.U16("hot y")}
 		switch {
-		case d.err != nil:
+		case d.Err != nil:
 		case c.W > MaxCursor || c.H > MaxCursor:
-			d.fail("cursor %dx%d is over %dx%d", c.W, c.H, MaxCursor, MaxCursor)
+			d.Fail("cursor %dx%d is over %dx%d", c.W, c.H, MaxCursor, MaxCursor)
 		case c.HotX > c.W || c.HotY > c.H:
-			d.fail("cursor hot spot %d,%d is outside %dx%d", c.HotX, c.HotY, c.W, c.H)
-		case len(d.b) != int(c.W)*int(c.H)*4:
-			d.fail("cursor %dx%d needs %d bytes of RGBA, have %d", c.W, c.H, int(c.W)*int(c.H)*4, len(d.b))
+			d.Fail("cursor hot spot %d,%d is outside %dx%d", c.HotX, c.HotY, c.W, c.H)
+		case len(d.B) != int(c.W)*int(c.H)*4:
+			d.Fail("cursor %dx%d needs %d bytes of RGBA, have %d", c.W, c.H, int(c.W)*int(c.H)*4, len(d.B))
 		}
-		c.RGBA = d.rest()
+		c.RGBA = d.Rest()
 		m = c
 	case OpCursorPos:
-		m = CursorPos{X: d.u16("x"), Y: d.u16("y")}
+		m = CursorPos{X: d.U16("x"), Y: d.U16("y")}
 	case OpControl:
-		m = Control{HolderID: d.str("holder id"), HolderName: d.str("holder name"), Agent: d.flag("agent")}
+		m = Control{HolderID: d.Str("holder id"), HolderName: d.Str("holder name"), Agent: d.Flag("agent")}
 	case OpViewers:
-		n := int(d.u16("viewer count"))
+		n := int(d.U16("viewer count"))
 		// Each viewer takes at least 5 bytes: never allocate more than the frame can hold.
-		if d.err == nil && (n > MaxViewers || n*5 > len(d.b)) {
-			d.fail("%d viewers do not fit in %d bytes", n, len(d.b))
+		if d.Err == nil && (n > MaxViewers || n*5 > len(d.B)) {
+			d.Fail("%d viewers do not fit in %d bytes", n, len(d.B))
 		}
 		var vs []ViewerInfo
-		for i := 0; i < n && d.err == nil; i++ {
-			vs = append(vs, ViewerInfo{ID: d.str("viewer id"), Name: d.str("viewer name"), Mode: d.mode()})
+		for i := 0; i < n && d.Err == nil; i++ {
+			vs = append(vs, ViewerInfo{ID: d.Str("viewer id"), Name: d.Str("viewer name"), Mode: Mode(d.Mode())})
 		}
 		m = Viewers{Viewers: vs}
 	case OpClipboard:
-		m = Clipboard{Text: d.longStr("clipboard")}
+		m = Clipboard{Text: d.LongStr("clipboard", MaxClipboard)}
 	case OpError:
-		m = ErrorMsg{Code: ErrCode(d.u16("code")), Message: d.str("message")}
+		m = ErrorMsg{Code: ErrCode(d.U16("code")), Message: d.Str("message")}
 	case OpMode:
-		m = ModeMsg{Mode: d.mode()}
+		m = ModeMsg{Mode: Mode(d.Mode())}
 	case OpScreenshot:
-		s := Screenshot{Format: d.u8("format"), W: d.u16("w"), H: d.u16("h"), Data: d.rest()}
+		s := Screenshot{Format: d.U8("format"), W: d.U16("w"), H: d.U16("h"), Data: d.Rest()}
 		switch {
-		case d.err != nil:
+		case d.Err != nil:
 		case s.Format != EncPNG && s.Format != EncJPEG:
-			d.fail("screenshot format %d is neither JPEG (1) nor PNG (2)", s.Format)
+			d.Fail("screenshot format %d is neither JPEG (1) nor PNG (2)", s.Format)
 		case s.W == 0 || s.H == 0 || s.W > MaxDisplayW || s.H > MaxDisplayH:
-			d.fail("screenshot %dx%d is outside the largest display", s.W, s.H)
+			d.Fail("screenshot %dx%d is outside the largest display", s.W, s.H)
 		case len(s.Data) == 0 || len(s.Data) > MaxScreenshot:
-			d.fail("screenshot of %d bytes, want 1-%d", len(s.Data), MaxScreenshot)
+			d.Fail("screenshot of %d bytes, want 1-%d", len(s.Data), MaxScreenshot)
 		}
 		m = s
 	default:
 		return nil, fmt.Errorf("%w: unknown opcode 0x%02x", ErrBadFrame, b[0])
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d unexpected trailing bytes", len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d unexpected trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	return m, nil
 }
 
 func validEnc(e uint8) bool { return e == EncJPEG || e == EncPNG || e == EncPalette }
 
-type decoder struct {
-	op  Op
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: opcode 0x%02x: %s", ErrBadFrame, uint8(d.op), fmt.Sprintf(format, args...))
-	}
-}
-
-func (d *decoder) take(n int, field string) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if len(d.b) < n {
-		d.fail("truncated at %s: need %d bytes, have %d", field, n, len(d.b))
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) u8(field string) uint8 {
-	if v := d.take(1, field); v != nil {
-		return v[0]
-	}
-	return 0
-}
-
-func (d *decoder) flag(field string) bool {
-	v := d.u8(field)
-	if v > 1 {
-		d.fail("%s is %d, want 0 or 1", field, v)
-	}
-	return v == 1
-}
-
-func (d *decoder) u16(field string) uint16 {
-	if v := d.take(2, field); v != nil {
-		return be.Uint16(v)
-	}
-	return 0
-}
-
-func (d *decoder) u32(field string) uint32 {
-	if v := d.take(4, field); v != nil {
-		return be.Uint32(v)
-	}
-	return 0
-}
-
-func (d *decoder) mode() Mode {
-	v := d.u8("mode")
-	m := Mode(v)
-	if d.err == nil && m != ModeWatch && m != ModeDrive {
-		d.fail("mode %d is neither watch (1) nor drive (2)", v)
-	}
-	return m
-}
-
-func (d *decoder) utf8(field string, v []byte) string {
-	if d.err != nil {
-		return ""
-	}
-	if !utf8.Valid(v) {
-		d.fail("%s is not valid UTF-8", field)
-		return ""
-	}
-	return string(v)
-}
-
-func (d *decoder) str(field string) string {
-	n := d.u16(field + " length")
-	return d.utf8(field, d.take(int(n), field))
-}
-
-func (d *decoder) longStr(field string) string {
-	n := d.u32(field + " length")
-	if d.err == nil && n > MaxClipboard {
-		d.fail("%s of %d bytes is over the %d-byte limit", field, n, MaxClipboard)
-		return ""
-	}
-	return d.utf8(field, d.take(int(n), field))
-}
-
-func (d *decoder) rest() []byte {
-	if d.err != nil {
-		return nil
-	}
-	v := d.b
-	d.b = nil
-	return v
-}
+type decoder struct{ wire.Decoder }
 
 // ErrFrameTooLarge: a stream frame's length prefix is over the limit the reader allows.
 var ErrFrameTooLarge = errors.New("desktop stream frame too large")

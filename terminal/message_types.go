@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/internal/wire"
 )
 
 // ProtocolVersion is sent in Hello; bump it only for incompatible changes.
@@ -372,166 +373,88 @@ func Decode(b []byte) (Message, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty frame", ErrBadFrame)
 	}
-	d := decoder{b: b[1:], op: Op(b[0])}
+	d := decoder{wire.NewDecoder(b, ErrBadFrame)}
 	var m Message
-	switch d.op {
+	switch Op(d.Op) {
 	case OpOpen:
-		m = Open{Tag: d.u32("tag"), Cols: d.u16("cols"), Rows: d.u16("rows")}
+		m = Open{Tag: d.U32("tag"), Cols: d.U16("cols"), Rows: d.U16("rows")}
 	case OpAttach:
-		m = Attach{ID: d.u32("id"), Since: d.u64("since"), Cols: d.u16("cols"), Rows: d.u16("rows")}
+		m = Attach{ID: d.U32("id"), Since: d.U64("since"), Cols: d.U16("cols"), Rows: d.U16("rows")}
 	case OpInput:
-		id := d.u32("id")
-		data := d.rest()
-		if d.err == nil && len(data) > MaxInputLen {
-			d.fail("input of %d bytes is over the %d-byte limit", len(data), MaxInputLen)
+		id := d.U32("id")
+		data := d.Rest()
+		if d.Err == nil && len(data) > MaxInputLen {
+			d.Fail("input of %d bytes is over the %d-byte limit", len(data), MaxInputLen)
 		}
 		m = Input{ID: id, Data: data}
 	case OpResize:
-		m = Resize{ID: d.u32("id"), Cols: d.u16("cols"), Rows: d.u16("rows")}
+		m = Resize{ID: d.U32("id"), Cols: d.U16("cols"), Rows: d.U16("rows")}
 	case OpCloseTerminal:
-		m = CloseTerminal{ID: d.u32("id")}
+		m = CloseTerminal{ID: d.U32("id")}
 	case OpListRequest:
 		m = ListRequest{}
 	case OpAck:
-		m = Ack{ID: d.u32("id"), N: d.u32("n")}
+		m = Ack{ID: d.U32("id"), N: d.U32("n")}
 	case OpDetach:
-		m = Detach{ID: d.u32("id")}
+		m = Detach{ID: d.U32("id")}
 	case OpHello:
-		m = Hello{Version: d.u16("version"), Mode: d.mode(), Window: d.u32("window"), ViewerID: d.str("viewer id"), ViewerName: d.str("viewer name")}
+		m = Hello{Version: d.U16("version"), Mode: Mode(d.Mode()), Window: d.U32("window"), ViewerID: d.Str("viewer id"), ViewerName: d.Str("viewer name")}
 	case OpList:
-		n := int(d.u16("terminal count"))
+		n := int(d.U16("terminal count"))
 		// Each entry takes at least 20 bytes: never allocate more than the frame can hold.
-		if d.err == nil && n*20 > len(d.b) {
-			d.fail("%d terminals do not fit in %d bytes", n, len(d.b))
+		if d.Err == nil && n*20 > len(d.B) {
+			d.Fail("%d terminals do not fit in %d bytes", n, len(d.B))
 		}
 		var ts []TermInfo
-		for i := 0; i < n && d.err == nil; i++ {
-			ts = append(ts, TermInfo{ID: d.u32("id"), Cols: d.u16("cols"), Rows: d.u16("rows"), Seq: d.u64("seq"), Title: d.str("title"), Viewers: d.viewers()})
+		for i := 0; i < n && d.Err == nil; i++ {
+			ts = append(ts, TermInfo{ID: d.U32("id"), Cols: d.U16("cols"), Rows: d.U16("rows"), Seq: d.U64("seq"), Title: d.Str("title"), Viewers: d.viewers()})
 		}
 		m = List{Terminals: ts}
 	case OpOutput:
-		m = Output{ID: d.u32("id"), Seq: d.u64("seq"), Data: d.rest()}
+		m = Output{ID: d.U32("id"), Seq: d.U64("seq"), Data: d.Rest()}
 	case OpGap:
-		g := Gap{ID: d.u32("id"), From: d.u64("from"), To: d.u64("to")}
-		if d.err == nil && g.From > g.To {
-			d.fail("gap from %d is after to %d", g.From, g.To)
+		g := Gap{ID: d.U32("id"), From: d.U64("from"), To: d.U64("to")}
+		if d.Err == nil && g.From > g.To {
+			d.Fail("gap from %d is after to %d", g.From, g.To)
 		}
 		m = g
 	case OpExit:
-		m = Exit{ID: d.u32("id"), Code: int32(d.u32("code")), Reason: d.str("reason")}
+		m = Exit{ID: d.U32("id"), Code: int32(d.U32("code")), Reason: d.Str("reason")}
 	case OpTitle:
-		m = Title{ID: d.u32("id"), Title: d.str("title")}
+		m = Title{ID: d.U32("id"), Title: d.Str("title")}
 	case OpError:
-		m = ErrorMsg{ID: d.u32("id"), Code: ErrCode(d.u16("code")), Message: d.str("message")}
+		m = ErrorMsg{ID: d.U32("id"), Code: ErrCode(d.U16("code")), Message: d.Str("message")}
 	case OpViewers:
-		m = Viewers{ID: d.u32("id"), Viewers: d.viewers()}
+		m = Viewers{ID: d.U32("id"), Viewers: d.viewers()}
 	case OpMode:
-		m = ModeMsg{ID: d.u32("id"), Mode: d.mode()}
+		m = ModeMsg{ID: d.U32("id"), Mode: Mode(d.Mode())}
 	case OpOpened:
-		m = Opened{Tag: d.u32("tag"), ID: d.u32("id")}
+		m = Opened{Tag: d.U32("tag"), ID: d.U32("id")}
 	case OpSize:
-		m = Size{ID: d.u32("id"), Cols: d.u16("cols"), Rows: d.u16("rows")}
+		m = Size{ID: d.U32("id"), Cols: d.U16("cols"), Rows: d.U16("rows")}
 	default:
 		return nil, fmt.Errorf("%w: unknown opcode 0x%02x", ErrBadFrame, b[0])
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d unexpected trailing bytes", len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d unexpected trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	return m, nil
 }
 
-type decoder struct {
-	op  Op
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: opcode 0x%02x: %s", ErrBadFrame, uint8(d.op), fmt.Sprintf(format, args...))
-	}
-}
-
-func (d *decoder) take(n int, field string) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if len(d.b) < n {
-		d.fail("truncated at %s: need %d bytes, have %d", field, n, len(d.b))
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) u16(field string) uint16 {
-	if v := d.take(2, field); v != nil {
-		return be.Uint16(v)
-	}
-	return 0
-}
-
-func (d *decoder) u32(field string) uint32 {
-	if v := d.take(4, field); v != nil {
-		return be.Uint32(v)
-	}
-	return 0
-}
-
-func (d *decoder) u64(field string) uint64 {
-	if v := d.take(8, field); v != nil {
-		return be.Uint64(v)
-	}
-	return 0
-}
-
-func (d *decoder) mode() Mode {
-	v := d.take(1, "mode")
-	if v == nil {
-		return 0
-	}
-	m := Mode(v[0])
-	if m != ModeWatch && m != ModeDrive {
-		d.fail("mode %d is neither watch (1) nor drive (2)", v[0])
-	}
-	return m
-}
-
-func (d *decoder) str(field string) string {
-	n := d.u16(field + " length")
-	v := d.take(int(n), field)
-	if d.err != nil {
-		return ""
-	}
-	if !utf8.Valid(v) {
-		d.fail("%s is not valid UTF-8", field)
-		return ""
-	}
-	return string(v)
-}
-
-func (d *decoder) rest() []byte {
-	if d.err != nil {
-		return nil
-	}
-	v := d.b
-	d.b = nil
-	return v
-}
+type decoder struct{ wire.Decoder }
 
 func (d *decoder) viewers() []ViewerInfo {
-	n := int(d.u16("viewer count"))
+	n := int(d.U16("viewer count"))
 	// Each viewer takes at least 5 bytes.
-	if d.err == nil && n*5 > len(d.b) {
-		d.fail("%d viewers do not fit in %d bytes", n, len(d.b))
+	if d.Err == nil && n*5 > len(d.B) {
+		d.Fail("%d viewers do not fit in %d bytes", n, len(d.B))
 	}
 	var vs []ViewerInfo
-	for i := 0; i < n && d.err == nil; i++ {
-		vs = append(vs, ViewerInfo{ID: d.str("viewer id"), Name: d.str("viewer name"), Mode: d.mode()})
+	for i := 0; i < n && d.Err == nil; i++ {
+		vs = append(vs, ViewerInfo{ID: d.Str("viewer id"), Name: d.Str("viewer name"), Mode: Mode(d.Mode())})
 	}
 	return vs
 }
