@@ -845,55 +845,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 	})
 }
 
-// ListAudit returns events matching f, newest first.
+// ListAudit returns events matching f, newest first (ListAuditQuery without the other filters).
 func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]api.AuditEvent, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultAuditLimit
-	}
-	if limit > MaxAuditLimit {
-		limit = MaxAuditLimit
-	}
-	out := []api.AuditEvent{}
-	if f.AgentIDs != nil && len(f.AgentIDs) == 0 {
-		return out, nil
-	}
-	var where []string
-	var args []any
-	if f.BeforeID > 0 {
-		where, args = append(where, `id < ?`), append(args, f.BeforeID)
-	}
-	if f.AgentIDs != nil {
-		ph := strings.TrimSuffix(strings.Repeat("?, ", len(f.AgentIDs)), ", ")
-		where = append(where, `agent_id IN (`+ph+`)`)
-		for _, id := range f.AgentIDs {
-			args = append(args, id)
-		}
-	}
-	q := `SELECT id, created_at, actor, action, agent_id, surface, mode, detail, remote FROM audit`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	q += ` ORDER BY id DESC LIMIT ?`
-	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, s.rebind(q), args...)
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var e api.AuditEvent
-		var at int64
-		var surface, mode string
-		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.AgentID, &surface, &mode, &e.Detail, &e.Remote); err != nil {
-			return nil, fmt.Errorf("list audit: %w", err)
-		}
-		e.Time = fromMicro(at)
-		e.Surface, e.Mode = api.Surface(surface), api.Level(mode)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list audit: %w", err)
-	}
-	return out, nil
+	return s.ListAuditQuery(ctx, AuditQuery{AuditFilter: f})
 }
