@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,11 +229,8 @@ func TestBrowserPlaywrightOverCDP(t *testing.T) {
 	// Cross-site WebSocket hijacking: a page of another site in the owner's browser opens the
 	// cdp route with the owner's cookie (browsers always send the page's Origin): refused
 	// before the upgrade. json/version answers no cross-origin reader (no CORS header).
-	gu, _ := url.Parse(g.URL)
-	ownerCookie := http.Header{"Origin": {"https://evil.example"}}
-	for _, ck := range g.client.Jar.Cookies(gu) {
-		ownerCookie.Add("Cookie", ck.Name+"="+ck.Value)
-	}
+	ownerCookie := g.sessionHeader()
+	ownerCookie.Set("Origin", "https://evil.example")
 	if code := dialCode(t, wsURL, ownerCookie); code != http.StatusForbidden {
 		t.Errorf("the owner's cookie from a foreign Origin on the cdp WebSocket = %d, want 403", code)
 	}
@@ -278,12 +274,7 @@ func TestBrowserPlaywrightOverCDP(t *testing.T) {
 	if code, b := getWithClient(t, bob.client, endpoint+"/json/version", g.URL); code != http.StatusForbidden {
 		t.Errorf("a drive sharee on json/version = %d %s, want 403", code, b)
 	}
-	bu, _ := url.Parse(g.URL)
-	bobHdr := http.Header{"Origin": {g.URL}}
-	for _, ck := range bob.client.Jar.Cookies(bu) {
-		bobHdr.Add("Cookie", ck.Name+"="+ck.Value)
-	}
-	if bws, _, err := websocket.DefaultDialer.Dial(wsURL, bobHdr); err != nil {
+	if bws, _, err := websocket.DefaultDialer.Dial(wsURL, bob.sessionHeader()); err != nil {
 		t.Errorf("a drive sharee's cdp WebSocket: %v, want it upgraded then closed 1008", err)
 	} else {
 		bws.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -384,12 +375,7 @@ func TestBrowserHeadedOnAgentDesktop(t *testing.T) {
 	g.call(t, "POST", "/api/agents/"+agent.ID+"/tokens", nil, http.StatusCreated, &tok)
 
 	// The owner opens the desktop: the agent's display starts.
-	u, _ := url.Parse(g.URL)
-	hdr := http.Header{"Origin": {g.URL}}
-	for _, ck := range g.client.Jar.Cookies(u) {
-		hdr.Add("Cookie", ck.Name+"="+ck.Value)
-	}
-	dws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(g.URL, "http")+"/api/agents/"+agent.ID+"/desktop", hdr)
+	dws, _, err := websocket.DefaultDialer.Dial(g.wsURL("/api/agents/"+agent.ID+"/desktop"), g.sessionHeader())
 	if err != nil {
 		t.Fatalf("dial the desktop: %v", err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/porthole/porthole/api"
 )
 
-// sessionHeader is what a browser tab of the gateway's logged-in admin sends with a WebSocket
-// upgrade: the gateway's own Origin and the session cookie.
+// sessionHeader is what a browser tab of g's logged-in user sends with a WebSocket upgrade:
+// the gateway's own Origin and the session cookie.
 func (g *gateway) sessionHeader() http.Header {
 	u, _ := url.Parse(g.URL)
 	h := http.Header{"Origin": {g.URL}}

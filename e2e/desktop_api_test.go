@@ -7,7 +7,6 @@ import (
 	"image/png"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -167,12 +166,7 @@ func TestDesktopComputerUse(t *testing.T) {
 	}
 
 	// A person (the owner, over the viewer WebSocket) takes control: the agent gets 409.
-	u, _ := url.Parse(g.URL)
-	hdr := http.Header{"Origin": {g.URL}}
-	for _, ck := range g.client.Jar.Cookies(u) {
-		hdr.Add("Cookie", ck.Name+"="+ck.Value)
-	}
-	ws, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(g.URL, "http")+base, hdr)
+	ws, resp, err := websocket.DefaultDialer.Dial(g.wsURL(base), g.sessionHeader())
 	if err != nil {
 		code := 0
 		if resp != nil {

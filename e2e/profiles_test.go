@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/cookiejar"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,13 +31,8 @@ type cdpConn struct {
 
 func dialAgentCDP(t *testing.T, g *gateway, agentID string) *cdpConn {
 	t.Helper()
-	u, _ := url.Parse(g.URL)
-	h := http.Header{"Origin": {g.URL}}
-	for _, ck := range g.client.Jar.Cookies(u) {
-		h.Add("Cookie", ck.Name+"="+ck.Value)
-	}
-	wsURL := "ws" + strings.TrimPrefix(g.URL, "http") + "/api/agents/" + agentID + "/browser/cdp"
-	ws, resp, err := websocket.DefaultDialer.Dial(wsURL, h)
+	wsURL := g.wsURL("/api/agents/" + agentID + "/browser/cdp")
+	ws, resp, err := websocket.DefaultDialer.Dial(wsURL, g.sessionHeader())
 	if err != nil {
 		code := 0
 		if resp != nil {
