@@ -38,9 +38,13 @@ type viewport struct {
 	name          string
 	w, h          int64
 	phone         bool    // touch, mobile: the keys bar shows
-	minSurface    float64 // the terminal's share of the height below the header
+	minSurface    float64 // the terminal's share of the whole viewport height
 	emulateMobile bool
 }
+
+// maxHeadRow is the tallest the agent page's header row may be: one compact row (34 px
+// controls and their padding), at every size.
+const maxHeadRow = 44
 
 var viewports = []viewport{
 	{name: "1280x800", w: 1280, h: 800, minSurface: 0.85},
@@ -132,7 +136,8 @@ func noiseFree(t *testing.T, where string, msgs []string) {
 type layout struct {
 	InnerW, InnerH       float64
 	ScrollW, ScrollH     float64
-	HeadBottom           float64 // the header row (.agent-head)
+	HeadTop, HeadBottom  float64 // the header row (.agent-head)
+	AboveSurface         float64 // the header rows' bottom (.agent-tools and the terminal's bar too)
 	ScreenTop, ScreenH   float64 // .terminal-screens
 	KeysShown            bool
 	KeysOK               bool // every key inside the viewport, the bar not scrolling sideways
@@ -145,6 +150,8 @@ type layout struct {
 const layoutJS = `(() => {
 	const r = (sel) => { const el = document.querySelector(sel); return el ? el.getBoundingClientRect() : null; };
 	const head = r(".agent-head"), screen = r(".terminal-screens");
+	let above = head ? head.bottom : -1;
+	for (const sel of [".agent-tools", ".terminal-bar"]) { const b = r(sel); if (b && b.height > 0) above = Math.max(above, b.bottom); }
 	const keys = document.querySelector(".terminal-keys");
 	const keysShown = !!keys && !keys.hidden && getComputedStyle(keys).display !== "none";
 	let keysOK = keysShown && keys.scrollWidth <= keys.clientWidth + 1;
@@ -167,7 +174,7 @@ const layoutJS = `(() => {
 	return {
 		InnerW: innerWidth, InnerH: innerHeight,
 		ScrollW: document.documentElement.scrollWidth, ScrollH: document.documentElement.scrollHeight,
-		HeadBottom: head ? head.bottom : -1, ScreenTop: screen ? screen.top : -1, ScreenH: screen ? screen.height : -1,
+		HeadTop: head ? head.top : -1, HeadBottom: head ? head.bottom : -1, AboveSurface: above, ScreenTop: screen ? screen.top : -1, ScreenH: screen ? screen.height : -1,
 		KeysShown: keysShown, KeysOK: keysOK, KeysTop: keysShown ? keys.getBoundingClientRect().top : -1,
 		XtermTransform: tr, CanvasScaled: scaled,
 		Cols: h ? h.term.cols : 0, Rows: h ? h.term.rows : 0, FontSize: h ? h.fontSize() : 0,
@@ -245,12 +252,27 @@ func TestDashboardLayouts(t *testing.T) {
 			}
 			time.Sleep(300 * time.Millisecond) // the last fit
 			l := js[layout](t, tb.chromium, layoutJS)
-			below := l.InnerH - l.HeadBottom
-			share := l.ScreenH / below
-			t.Logf("%s: header ends at %.0f px, terminal %.0f of %.0f px below it (%.0f%%), grid %vx%v at %v px, page %vx%v",
-				vp.name, l.HeadBottom, l.ScreenH, below, 100*share, l.Cols, l.Rows, l.FontSize, l.ScrollW, l.ScrollH)
-			if l.HeadBottom <= 0 || share < vp.minSurface {
-				t.Errorf("%s: the terminal fills %.0f%% of the height below the header, want ≥ %.0f%%", vp.name, 100*share, 100*vp.minSurface)
+			share := l.ScreenH / l.InnerH
+			headRow := l.HeadBottom - l.HeadTop
+			t.Logf("%s: header row %.0f px (%.0f–%.0f), chrome above the terminal ends at %.0f px, terminal %.0f px from %.0f of a %.0f px window (%.0f%%), grid %vx%v at %v px, page %vx%v",
+				vp.name, headRow, l.HeadTop, l.HeadBottom, l.AboveSurface, l.ScreenH, l.ScreenTop, l.InnerH, 100*share, l.Cols, l.Rows, l.FontSize, l.ScrollW, l.ScrollH)
+			if share < vp.minSurface {
+				t.Errorf("%s: the terminal is %.0f of the window's %.0f px (%.0f%%), want ≥ %.0f%%", vp.name, l.ScreenH, l.InnerH, 100*share, 100*vp.minSurface)
+			}
+			if l.HeadBottom <= 0 || headRow > maxHeadRow {
+				t.Errorf("%s: the header row is %.0f px tall (ends at %.0f), want one compact row ≤ %d px", vp.name, headRow, l.HeadBottom, maxHeadRow)
+			}
+			// Above the terminal: that row only, or on an upright phone a second one for the
+			// terminal's own bar (its tabs and who is attached).
+			rows := 1
+			if vp.phone && vp.h > vp.w {
+				rows = 2
+			}
+			if l.AboveSurface > float64(rows*maxHeadRow) {
+				t.Errorf("%s: the chrome above the terminal ends at %.0f px, want ≤ %d rows of %d px", vp.name, l.AboveSurface, rows, maxHeadRow)
+			}
+			if l.ScreenTop < l.AboveSurface-0.5 {
+				t.Errorf("%s: the terminal (top %.0f) starts under the header (bottom %.0f)", vp.name, l.ScreenTop, l.AboveSurface)
 			}
 			if l.ScrollH > l.InnerH+0.5 || l.ScrollW > l.InnerW+0.5 {
 				t.Errorf("%s: the page scrolls: %vx%v in a %vx%v viewport", vp.name, l.ScrollW, l.ScrollH, l.InnerW, l.InnerH)
