@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -17,8 +16,8 @@ import (
 	"github.com/porthole/porthole/surface"
 )
 
-// session is one viewer's WebSocket. Its reader is Serve's goroutine; its only writer is
-// writeLoop. Everything it has to send is latest-wins state, never a queue that grows with
+// session is one viewer's WebSocket (a surface.ViewerConn: its reader is Serve's goroutine,
+// its only writer runs flush). Everything it has to send is latest-wins state, never a queue that grows with
 // time: dirty tiles, the newest Control, Viewers, cursor and clipboard frames, and at most
 // maxErrQueue errors.
 type session struct {
@@ -26,14 +25,12 @@ type session struct {
 	v      Viewer
 	mode   Mode
 	ws     *websocket.Conn
+	conn   *surface.ViewerConn
 	cancel context.CancelCauseFunc
 	log    *slog.Logger
-	wake   chan struct{} // cap 1: "something to write"
 
-	pmu   sync.Mutex // pongs only (the ping handler runs in Serve's reader)
-	pongs [][]byte
-
-	// The writer's buffers (writeLoop only).
+	// The writer's buffers (flush only).
+	batch      []msg
 	hdrs       []byte
 	bufs       net.Buffers
 	deadlineAt time.Time // when the write deadline was last moved
@@ -58,7 +55,7 @@ type session struct {
 
 func newSession(h *hub, ws *websocket.Conn, v Viewer, cancel context.CancelCauseFunc) *session {
 	mode := ModeOf(v.Mode)
-	return &session{h: h, v: v, mode: mode, ws: ws, cancel: cancel, wake: make(chan struct{}, 1),
+	return &session{h: h, v: v, mode: mode, ws: ws, conn: surface.NewViewerConn(ws), cancel: cancel,
 		log:       h.log.With("viewer", v.ID, "conn", v.Conn),
 		hello:     Encode(Hello{Version: ProtocolVersion, Mode: mode, ViewerID: ConnID(v), ViewerName: v.Name}),
 		modeFrame: Encode(ModeMsg{Mode: mode}), keyframe: true}
@@ -69,21 +66,7 @@ func newSession(h *hub, ws *websocket.Conn, v Viewer, cancel context.CancelCause
 // whether its own connection holds control by comparing its Hello id with Control's.
 func ConnID(v Viewer) string { return fmt.Sprintf("%s#%d", v.ID, v.Conn) }
 
-func (s *session) wakeup() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (s *session) queuePong(data []byte) {
-	s.pmu.Lock()
-	if len(s.pongs) < 16 {
-		s.pongs = append(s.pongs, data)
-	}
-	s.pmu.Unlock()
-	s.wakeup()
-}
+func (s *session) wakeup() { s.conn.Wake() }
 
 // queueErr queues an Error frame (dropped when maxErrQueue are already waiting).
 func (s *session) queueErr(code ErrCode, msg string) {
@@ -385,50 +368,25 @@ func anySet(b []uint64) bool {
 	return false
 }
 
-// writeLoop is the WebSocket's only writer.
-func (s *session) writeLoop(ctx context.Context) error {
-	ping := time.NewTicker(pingEvery)
-	defer ping.Stop()
-	var batch []msg
-	for {
-		if ctx.Err() != nil {
-			s.closeWS(ctx)
-			return nil
-		}
-		s.pmu.Lock()
-		pongs := s.pongs
-		s.pongs = nil
-		s.pmu.Unlock()
-		for _, p := range pongs {
-			if err := s.ws.WriteControl(websocket.PongMessage, p, time.Now().Add(writeTimeout)); err != nil {
-				return fmt.Errorf("write pong: %w", err)
-			}
-		}
-		batch = s.h.take(s, batch[:0])
-		if len(batch) > 0 {
-			err := s.writeBatch(batch)
-			clear(batch) // let the GC have frames the model dropped
-			if err != nil {
-				return fmt.Errorf("write: %w", err)
-			}
-			continue
-		}
-		select {
-		case <-s.wake:
-		case <-ping.C:
-			if err := s.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)); err != nil {
-				return fmt.Errorf("write ping: %w", err)
-			}
-		case <-ctx.Done():
-		}
+// flush writes what changed since its last call (surface.ViewerLoop.Flush).
+func (s *session) flush(context.Context) (bool, error) {
+	s.batch = s.h.take(s, s.batch[:0])
+	if len(s.batch) == 0 {
+		return false, nil
 	}
+	err := s.writeBatch(s.batch)
+	clear(s.batch) // let the GC have frames the model dropped
+	if err != nil {
+		return false, fmt.Errorf("write: %w", err)
+	}
+	return true, nil
 }
 
 // writeBatch writes the messages as binary WebSocket messages, all with one system call: the
 // frames' bytes are shared by every viewer (no copy), each message gets its own frame header.
 // The bytes are what gorilla/websocket's WriteMessage would write for each (a server's frames
-// are not masked); only this goroutine writes to the connection, and gorilla's own writes
-// (pings, pongs, the close) happen here too, between batches.
+// are not masked); only the writer goroutine writes to the connection, and gorilla's own
+// writes (pings, pongs, the close) happen there too, between batches.
 func (s *session) writeBatch(batch []msg) error {
 	if need := len(batch) * maxWSHeader; cap(s.hdrs) < need {
 		s.hdrs = make([]byte, 0, need)
@@ -449,7 +407,7 @@ func (s *session) writeBatch(batch []msg) error {
 	defer clear(s.bufs[:cap(s.bufs)])
 	conn := s.ws.NetConn()
 	if now := time.Now(); now.Sub(s.deadlineAt) >= time.Second { // a stuck viewer's timeout: moved once a second
-		if err := conn.SetWriteDeadline(now.Add(writeTimeout)); err != nil {
+		if err := conn.SetWriteDeadline(now.Add(surface.WriteTimeout)); err != nil {
 			return err
 		}
 		s.deadlineAt = now

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -73,9 +72,6 @@ const (
 	lagEvery          = 200 * time.Millisecond
 	openTimeout       = 60 * time.Second
 	shotTimeout       = 30 * time.Second
-	pingEvery         = 20 * time.Second
-	readTimeout       = 60 * time.Second
-	writeTimeout      = 30 * time.Second
 	helperWriteTimout = 10 * time.Second
 	viewerReadLimit   = MaxClipboard + 64
 )
@@ -320,79 +316,22 @@ func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent
 	}
 	defer h.leave(sess)
 
-	writerDone := make(chan struct{})
-	go func() { // owner: Serve, which waits for it; exits when ctx ends or a write fails
-		defer close(writerDone)
-		if err := sess.writeLoop(ctx); err != nil {
-			cancel(err)
-		}
-	}()
-	stopRead := context.AfterFunc(ctx, func() { ws.SetReadDeadline(time.Now()) })
-	defer stopRead()
-
-	ws.SetReadLimit(viewerReadLimit)
-	ws.SetReadDeadline(time.Now().Add(readTimeout))
-	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(readTimeout)) })
-	ws.SetPingHandler(func(data string) error {
-		sess.queuePong([]byte(data))
-		return ws.SetReadDeadline(time.Now().Add(readTimeout))
-	})
 	sess.log.Debug("desktop viewer connected", "mode", sess.mode)
-
-	var readErr error
-	var data []byte // reused: a viewer's frames are small, mostly Acks
-	deadlineAt := time.Now()
-	for {
-		typ, r, err := ws.NextReader()
-		if err == nil {
-			data, err = readInto(r, data[:0])
-		}
-		if err != nil {
-			readErr = err
-			break
-		}
-		if now := time.Now(); now.Sub(deadlineAt) >= time.Second { // an idle timeout: no need to move it per frame
-			ws.SetReadDeadline(now.Add(readTimeout))
-			deadlineAt = now
-		}
-		if typ != websocket.BinaryMessage {
+	err = sess.conn.Serve(ctx, cancel, surface.ViewerLoop{
+		ReadLimit: viewerReadLimit, ReuseBuffer: true, // a viewer's messages are small, mostly Acks
+		Flush: sess.flush, Close: sess.closeWS,
+		Text: func() {
 			sess.queueErr(ErrCodeBadMessage, "text messages are not part of the desktop protocol; send binary frames")
-			continue
-		}
-		m, err := Decode(data)
-		if err != nil {
-			sess.queueErr(ErrCodeBadMessage, err.Error())
-			continue
-		}
-		h.handle(ctx, sess, m)
-		if cap(data) > 64<<10 {
-			data = nil // a large clipboard's buffer goes back to the GC
-		}
-	}
-	if ctx.Err() == nil {
-		cancel(readErr)
-	}
-	<-writerDone
+		},
+		Frame: func(data []byte) {
+			m, err := Decode(data)
+			if err != nil {
+				sess.queueErr(ErrCodeBadMessage, err.Error())
+				return
+			}
+			h.handle(ctx, sess, m)
+		},
+	})
 	sess.log.Debug("desktop viewer disconnected", "cause", context.Cause(ctx))
-	if websocket.IsCloseError(readErr, websocket.CloseNormalClosure, websocket.CloseGoingAway) && context.Cause(ctx) == readErr {
-		return nil
-	}
-	return context.Cause(ctx)
-}
-
-// readInto appends what r holds (one WebSocket message, bounded by the read limit) to b.
-func readInto(r io.Reader, b []byte) ([]byte, error) {
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
+	return err
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/surface"
 )
 
 // helperStreamSeeds are helper streams, valid and not: a screen with rects, overlapping
@@ -66,7 +67,7 @@ func FuzzHelperStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h := newHub(svc, api.Agent{ID: "fuzz"})
 		defer h.cancel(nil)
-		s := &session{h: h, mode: ModeDrive, wake: make(chan struct{}, 1), log: h.log, keyframe: true}
+		s := &session{h: h, mode: ModeDrive, conn: surface.NewViewerConn(nil), log: h.log, keyframe: true}
 		if err := h.join(s); err != nil {
 			t.Fatal(err)
 		}

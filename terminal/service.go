@@ -62,8 +62,6 @@ const (
 const (
 	maxOutputFrame = 64 << 10 // bytes of data per Output frame
 	ctrlQueueMax   = 4096     // queued control frames before a client counts as too slow
-	pingEvery      = 20 * time.Second
-	readTimeout    = 60 * time.Second
 	writeTimeout   = 30 * time.Second
 	openTimeout    = 60 * time.Second
 	modeNoteEvery  = time.Second
@@ -406,8 +404,7 @@ func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent
 	defer stopSvc()
 
 	sess := &session{
-		svc: s, agent: agent, v: v, mode: ModeOf(v.Mode), ws: ws, cancel: cancel,
-		wake: make(chan struct{}, 1),
+		svc: s, agent: agent, v: v, mode: ModeOf(v.Mode), ws: ws, conn: surface.NewViewerConn(ws), cancel: cancel,
 		atts: map[uint32]*attachment{},
 		log:  s.log.With("agent", agent.ID, "viewer", v.ID),
 	}
@@ -425,51 +422,22 @@ func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent
 	sess.queue(Encode(Hello{Version: ProtocolVersion, Mode: sess.mode, Window: uint32(s.cfg.Window), ViewerID: v.ID, ViewerName: v.Name}))
 	sess.queue(Encode(s.list(agent.ID)))
 
-	writerDone := make(chan struct{})
-	go func() { // owner: Serve, which waits for it; exits when ctx ends or a write fails
-		defer close(writerDone)
-		if err := sess.writeLoop(ctx); err != nil {
-			cancel(err)
-		}
-	}()
-	stopRead := context.AfterFunc(ctx, func() { ws.SetReadDeadline(time.Now()) })
-	defer stopRead()
-
-	ws.SetReadLimit(readLimit)
-	ws.SetReadDeadline(time.Now().Add(readTimeout))
-	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(readTimeout)) })
-	ws.SetPingHandler(func(data string) error {
-		sess.queuePong([]byte(data))
-		return ws.SetReadDeadline(time.Now().Add(readTimeout))
-	})
 	sess.log.Debug("terminal client connected", "mode", sess.mode)
-
-	var readErr error
-	for {
-		typ, data, err := ws.ReadMessage()
-		if err != nil {
-			readErr = err
-			break
-		}
-		ws.SetReadDeadline(time.Now().Add(readTimeout))
-		if typ != websocket.BinaryMessage {
+	err := sess.conn.Serve(ctx, cancel, surface.ViewerLoop{
+		ReadLimit: readLimit,
+		Flush:     sess.flush, Close: sess.closeWS,
+		Text: func() {
 			sess.sendError(0, ErrCodeBadMessage, "text messages are not part of the terminal protocol; send binary frames")
-			continue
-		}
-		m, err := Decode(data)
-		if err != nil {
-			sess.sendError(0, ErrCodeBadMessage, err.Error())
-			continue
-		}
-		sess.handle(ctx, m)
-	}
-	if ctx.Err() == nil {
-		cancel(readErr)
-	}
-	<-writerDone
+		},
+		Frame: func(data []byte) {
+			m, err := Decode(data)
+			if err != nil {
+				sess.sendError(0, ErrCodeBadMessage, err.Error())
+				return
+			}
+			sess.handle(ctx, m)
+		},
+	})
 	sess.log.Debug("terminal client disconnected", "cause", context.Cause(ctx))
-	if websocket.IsCloseError(readErr, websocket.CloseNormalClosure, websocket.CloseGoingAway) && context.Cause(ctx) == readErr {
-		return nil
-	}
-	return context.Cause(ctx)
+	return err
 }

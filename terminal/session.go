@@ -11,34 +11,36 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/surface"
 )
 
-// session is one client WebSocket. Its reader is Serve's goroutine; its only writer is writeLoop.
+// session is one client WebSocket (a surface.ViewerConn: its reader is Serve's goroutine,
+// its only writer runs flush).
 type session struct {
 	svc    *Service
 	agent  api.Agent
 	v      Viewer
 	mode   Mode
 	ws     *websocket.Conn
+	conn   *surface.ViewerConn
 	cancel context.CancelCauseFunc
 	log    *slog.Logger
-	wake   chan struct{}  // cap 1: "something to write"
 	opens  sync.WaitGroup // openTerm goroutines; Serve waits for them
+
+	// The writer's (flush only).
+	buf     []byte
+	scratch []*attachment
+	rr      int
 
 	mu    sync.Mutex
 	ctrl  [][]byte // control frames, in order
-	pongs [][]byte
 	atts  map[uint32]*attachment
 	order []*attachment // attachments in attach order, for round-robin
 }
 
-func (s *session) wakeup() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *session) wakeup() { s.conn.Wake() }
 
 // queue adds a control frame; a client too far behind is dropped (memory stays bounded).
 func (s *session) queue(frame []byte) {
@@ -53,86 +55,53 @@ func (s *session) queue(frame []byte) {
 	s.wakeup()
 }
 
-func (s *session) queuePong(data []byte) {
-	s.mu.Lock()
-	if len(s.pongs) < 16 {
-		s.pongs = append(s.pongs, data)
-	}
-	s.mu.Unlock()
-	s.wakeup()
-}
-
 func (s *session) sendError(id uint32, code ErrCode, msg string) {
 	s.queue(Encode(ErrorMsg{ID: id, Code: code, Message: msg}))
 }
 
-// writeLoop is the WebSocket's only writer: control frames first, then output of the
-// attached terminals round-robin, one frame each per pass, within each one's window.
-func (s *session) writeLoop(ctx context.Context) error {
-	ping := time.NewTicker(pingEvery)
-	defer ping.Stop()
-	buf := make([]byte, 0, OutputHeaderLen+maxOutputFrame)
-	var atts []*attachment
-	rr := 0
-	write := func(typ int, b []byte) error {
-		s.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if typ == websocket.PongMessage {
-			return s.ws.WriteControl(typ, b, time.Now().Add(writeTimeout))
-		}
-		return s.ws.WriteMessage(typ, b)
+// flush is the writer's pass (surface.ViewerLoop.Flush): control frames first, then output
+// of the attached terminals round-robin, one frame each per pass, within each one's window.
+func (s *session) flush(context.Context) (bool, error) {
+	if s.buf == nil {
+		s.buf = make([]byte, 0, OutputHeaderLen+maxOutputFrame)
 	}
-	for {
-		if ctx.Err() != nil {
-			s.closeWS(ctx)
-			return nil
-		}
-		s.mu.Lock()
-		ctrl, pongs := s.ctrl, s.pongs
-		s.ctrl, s.pongs = nil, nil
-		atts = append(atts[:0], s.order...)
-		s.mu.Unlock()
+	write := func(b []byte) error {
+		s.ws.SetWriteDeadline(time.Now().Add(surface.WriteTimeout))
+		return s.ws.WriteMessage(websocket.BinaryMessage, b)
+	}
+	s.mu.Lock()
+	ctrl := s.ctrl
+	s.ctrl = nil
+	atts := append(s.scratch[:0], s.order...)
+	s.mu.Unlock()
+	s.scratch = atts
+	defer clear(atts)
 
-		progress := false
-		for _, p := range pongs {
-			if err := write(websocket.PongMessage, p); err != nil {
-				return fmt.Errorf("write pong: %w", err)
-			}
+	progress := false
+	for _, f := range ctrl {
+		if err := write(f); err != nil {
+			return false, fmt.Errorf("write: %w", err)
 		}
-		for _, f := range ctrl {
-			if err := write(websocket.BinaryMessage, f); err != nil {
-				return fmt.Errorf("write: %w", err)
-			}
-			progress = true
-		}
-		for i := range atts {
-			a := atts[(rr+i)%len(atts)]
-			frame, done := a.t.nextFrame(a, buf)
-			if frame == nil {
-				continue
-			}
-			if err := write(websocket.BinaryMessage, frame); err != nil {
-				return fmt.Errorf("write output: %w", err)
-			}
-			progress = true
-			if done {
-				s.drop(a)
-			}
-		}
-		if len(atts) > 0 {
-			rr = (rr + 1) % len(atts)
-		}
-		if progress {
+		progress = true
+	}
+	for i := range atts {
+		a := atts[(s.rr+i)%len(atts)]
+		frame, done := a.t.nextFrame(a, s.buf)
+		if frame == nil {
 			continue
 		}
-		select {
-		case <-s.wake:
-		case <-ping.C:
-			if err := s.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)); err != nil {
-				return fmt.Errorf("write ping: %w", err)
-			}
-		case <-ctx.Done():
+		if err := write(frame); err != nil {
+			return false, fmt.Errorf("write output: %w", err)
+		}
+		progress = true
+		if done {
+			s.drop(a)
 		}
 	}
+	if len(atts) > 0 {
+		s.rr = (s.rr + 1) % len(atts)
+	}
+	return progress, nil
 }
 
 // closeWS sends a close frame saying why the server ends the connection (best effort).
