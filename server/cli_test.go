@@ -198,8 +198,8 @@ func TestServeConfigPrecedence(t *testing.T) {
 	}
 	sc, _ = LoadServeConfig([]string{"--default-pids", "256", "--max-pids", "1024", "--max-terminals-per-user", "3", "--max-execs-per-agent", "5"}, func(string) string { return "" }, io.Discard)
 	if cfg, err := sc.Config(func(string) string { return "" }, nil); err != nil || cfg.Limits.Default.Pids != 256 || cfg.Limits.Max.Pids != 1024 ||
-		cfg.Terminal.MaxPerUser != 3 || cfg.Quotas.ExecsPerAgent != 5 {
-		t.Errorf("Config() limits and quotas = %+v %+v %+v, %v", cfg.Limits, cfg.Terminal, cfg.Quotas, err)
+		cfg.Caps[api.SurfaceTerminal].MaxPerUser != 3 || cfg.Quotas.ExecsPerAgent != 5 {
+		t.Errorf("Config() limits and quotas = %+v %+v %+v, %v", cfg.Limits, cfg.Caps, cfg.Quotas, err)
 	}
 	for _, bad := range []ServeConfig{{IdleTimeout: "soon"}, {IdleTimeout: "1m", TrustedProxies: []string{"not-an-ip"}},
 		{IdleTimeout: "1m", DefaultPids: 600, MaxPids: 500}, {IdleTimeout: "1m", MaxMemoryMiB: -1}, {IdleTimeout: "1m", MaxAgentsPerUser: -2}} {

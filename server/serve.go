@@ -220,8 +220,8 @@ func (c ServeConfig) Config(getenv func(string) string, logger *slog.Logger) (Co
 			Max:     api.Limits{Pids: c.MaxPids, MemoryMiB: int64(c.MaxMemoryMiB), CPUPct: c.MaxCPUPct, DiskMiB: int64(c.MaxDiskMiB)},
 		},
 		Quotas: Quotas{AgentsPerUser: c.MaxAgentsPerUser, ExecsPerAgent: c.MaxExecsPerAgent, ExecsPerUser: c.MaxExecsPerUser},
-		Terminal: surface.Caps{MaxTotal: c.MaxTerminals, MaxPerAgent: c.MaxTerminalsPerAgent,
-			MaxPerUser: c.MaxTerminalsPerUser, AdminReserve: c.AdminReservedTerminals},
+		Caps: map[api.Surface]surface.Caps{api.SurfaceTerminal: {MaxTotal: c.MaxTerminals, MaxPerAgent: c.MaxTerminalsPerAgent,
+			MaxPerUser: c.MaxTerminalsPerUser, AdminReserve: c.AdminReservedTerminals}},
 	}
 	for _, n := range []struct {
 		name string

@@ -69,9 +69,9 @@ type Config struct {
 	// api.Surfaces that is not here answers 501. Their gateway halves are built in New and
 	// closed by Shutdown.
 	Surfaces []surface.Description
-	// Terminal caps the terminal surface's sessions (serve's --max-terminals* flags): it
-	// is the terminal's surface.Env.Caps.
-	Terminal surface.Caps
+	// Caps are the operator's caps on each surface's sessions (serve's --max-terminals*
+	// flags cap the terminal's): a surface's surface.Env.Caps.
+	Caps map[api.Surface]surface.Caps
 	// Test seam (nil = the real bridges.Manager). Shutdown closes it either way.
 	Bridge Bridge
 
@@ -384,8 +384,6 @@ func (s *Server) surfaceEnv(sf api.Surface) surface.Env {
 			return o.Open(ctx, s.clampLimits(agent), kind)
 		}
 	}
-	if sf == api.SurfaceTerminal { // the serve flags that cap sessions are the terminal's
-		env.Caps = s.cfg.Terminal
-	}
+	env.Caps = s.cfg.Caps[sf]
 	return env
 }
