@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/jpeg"
 	"io"
 	"net/http"
 	"regexp"
@@ -290,5 +293,205 @@ func TestDesktopWatcherInputDropped(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("xev recorded:\n%s", dumpXev(ev))
+	}
+}
+
+// computerUse is an agent with its token, its display running and xev on it.
+type computerUse struct {
+	g     *gateway
+	tok   api.Token
+	base  string
+	full  image.Rectangle // the screen
+	xw    *xevWindow
+	agent api.Agent
+}
+
+func startComputerUse(t *testing.T, name string) *computerUse {
+	t.Helper()
+	testenv.LookPath(t, "bwrap")
+	testenv.LookPath(t, "Xvfb")
+	testenv.LookPath(t, "xev")
+	testenv.LookPath(t, "xwininfo")
+	cu := &computerUse{g: startGateway(t)}
+	cu.agent = cu.g.createAgent(t, name)
+	requireDesktopSurface(t, cu.g, cu.agent.ID)
+	cu.g.call(t, "POST", "/api/agents/"+cu.agent.ID+"/tokens", nil, http.StatusCreated, &cu.tok)
+	cu.base = "/api/agents/" + cu.agent.ID + "/desktop"
+	cu.full = pngShot(t, cu.g, cu.tok.Secret, cu.agent.ID).Bounds() // starts the display
+	cu.xw = startXev(t, cu.g, cu.agent.ID, "porthole-cu-xev", 400, 300)
+	return cu
+}
+
+// act runs one action with the agent's token; it must answer 200.
+func (cu *computerUse) act(t *testing.T, a desktop.Action) desktop.ActionResult {
+	t.Helper()
+	code, b := desktopReq(t, cu.g, nil, cu.tok.Secret, "POST", cu.base+"/actions", a)
+	if code != http.StatusOK {
+		t.Fatalf("action %+v = %d %s, want 200", a, code, b)
+	}
+	var res desktop.ActionResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatalf("action %+v: answer %s: %v", a, b, err)
+	}
+	return res
+}
+
+// TestDesktopCursorPositionAfterMove: a computer-use loop that moves the pointer and then
+// asks where it is gets the coordinate it moved to, at once (not the position before).
+func TestDesktopCursorPositionAfterMove(t *testing.T) {
+	cu := startComputerUse(t, "e2e-cursor-position")
+	for i, d := range [][2]int{{31, 47}, {250, 120}, {5, 290}} {
+		x, y := cu.xw.at(d[0], d[1])
+		cu.act(t, desktop.Action{Action: "mouse_move", Coordinate: []int{x, y}})
+		want := fmt.Sprint([]int{x, y})
+		got := cu.act(t, desktop.Action{Action: "cursor_position"}).Coordinate
+		if fmt.Sprint(got) == want {
+			continue
+		}
+		// Say how long the answer stays stale.
+		start, later := time.Now(), got
+		for time.Since(start) < 5*time.Second && fmt.Sprint(later) != want {
+			time.Sleep(20 * time.Millisecond)
+			later = cu.act(t, desktop.Action{Action: "cursor_position"}).Coordinate
+		}
+		t.Errorf("move %d: cursor_position right after mouse_move [%d %d] = %v, want [%d %d] (%v %v later)", i, x, y, got, x, y, later, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestDesktopComputerUseActions: the computer-use vocabulary on the real display of a bwrap
+// agent, with its agent token, each action asserted on what xev recorded: the button numbers
+// of right, middle and double clicks and of scrolling up and down, a drag's press, motion with
+// the button held and release, a move (then cursor_position answers it), key combinations
+// with their modifiers in the key's state; and JPEG screenshots at a scale decode to that size.
+func TestDesktopComputerUseActions(t *testing.T) {
+	cu := startComputerUse(t, "e2e-computer-use-actions")
+	g, tok, base, full, xw := cu.g, cu.tok, cu.base, cu.full, cu.xw
+	act := func(a desktop.Action) desktop.ActionResult { t.Helper(); return cu.act(t, a) }
+	pt := func(dx, dy int) []int { x, y := xw.at(dx, dy); return []int{x, y} }
+	pressesAt := func(ev []xevEvent, typ string, b int, c []int) int { return count(ev, typ, pressAt(b, c[0], c[1])) }
+
+	// A left click focuses the window (keys go to it afterwards).
+	p0 := pt(200, 150)
+	act(desktop.Action{Action: "left_click", Coordinate: p0})
+	xw.waitFor(t, "left_click: button 1 pressed and released", func(ev []xevEvent) bool {
+		return pressesAt(ev, "ButtonPress", 1, p0) == 1 && pressesAt(ev, "ButtonRelease", 1, p0) == 1
+	})
+
+	// mouse_move, then (once the program saw it) cursor_position answers where the pointer is;
+	// TestDesktopCursorPositionAfterMove asks at once.
+	p1 := pt(31, 47)
+	act(desktop.Action{Action: "mouse_move", Coordinate: p1})
+	xw.waitFor(t, fmt.Sprintf("mouse_move: motion to %v with no button", p1), func(ev []xevEvent) bool {
+		return count(ev, "MotionNotify", func(e xevEvent) bool { return e.RootX == p1[0] && e.RootY == p1[1] && e.State&0x700 == 0 }) > 0
+	})
+	if got := act(desktop.Action{Action: "cursor_position"}).Coordinate; fmt.Sprint(got) != fmt.Sprint(p1) {
+		t.Errorf("cursor_position after the move reached the program = %v, want %v", got, p1)
+	}
+
+	for _, c := range []struct {
+		action          string
+		at              []int
+		button, presses int
+	}{
+		{"right_click", pt(60, 40), 3, 1},
+		{"middle_click", pt(90, 40), 2, 1},
+		{"double_click", pt(120, 40), 1, 2},
+		{"triple_click", pt(150, 40), 1, 3},
+	} {
+		act(desktop.Action{Action: c.action, Coordinate: c.at})
+		ev := xw.waitFor(t, fmt.Sprintf("%s at %v: %d presses of button %d", c.action, c.at, c.presses, c.button), func(ev []xevEvent) bool {
+			return pressesAt(ev, "ButtonRelease", c.button, c.at) >= c.presses
+		})
+		if n, r := pressesAt(ev, "ButtonPress", c.button, c.at), pressesAt(ev, "ButtonRelease", c.button, c.at); n != c.presses || r != c.presses {
+			t.Errorf("%s at %v = %d presses, %d releases of button %d, want %d", c.action, c.at, n, r, c.button, c.presses)
+		}
+		for _, e := range ev {
+			if e.Type == "ButtonPress" && e.RootX == c.at[0] && e.RootY == c.at[1] && e.Button != c.button {
+				t.Errorf("%s pressed %v, want only button %d", c.action, e, c.button)
+			}
+		}
+	}
+
+	// left_click_drag: press at the start, motion with button 1 held, release at the end.
+	s, e := pt(40, 200), pt(260, 120)
+	act(desktop.Action{Action: "left_click_drag", StartCoordinate: s, Coordinate: e})
+	ev := xw.waitFor(t, fmt.Sprintf("left_click_drag %v → %v", s, e), func(ev []xevEvent) bool {
+		return pressesAt(ev, "ButtonRelease", 1, e) == 1
+	})
+	if pressesAt(ev, "ButtonPress", 1, s) != 1 {
+		t.Errorf("left_click_drag: no press of button 1 at the start %v", s)
+	}
+	if count(ev, "MotionNotify", func(x xevEvent) bool { return x.RootX == e[0] && x.RootY == e[1] && x.State&0x100 != 0 }) == 0 {
+		t.Errorf("left_click_drag: no motion to the end %v with button 1 held", e)
+	}
+	if pressesAt(ev, "ButtonPress", 1, e) != 0 {
+		t.Errorf("left_click_drag pressed again at the end %v", e)
+	}
+
+	// scroll: up is button 4, down button 5, one press per step.
+	for _, c := range []struct {
+		dir           string
+		amount        int
+		at            []int
+		button, other int
+	}{
+		{"up", 2, pt(300, 60), 4, 5},
+		{"down", 3, pt(330, 60), 5, 4},
+	} {
+		act(desktop.Action{Action: "scroll", Coordinate: c.at, ScrollDirection: c.dir, ScrollAmount: c.amount})
+		ev := xw.waitFor(t, fmt.Sprintf("scroll %s %d at %v: button %d", c.dir, c.amount, c.at, c.button), func(ev []xevEvent) bool {
+			return pressesAt(ev, "ButtonRelease", c.button, c.at) >= c.amount
+		})
+		if n, o := pressesAt(ev, "ButtonPress", c.button, c.at), pressesAt(ev, "ButtonPress", c.other, c.at); n != c.amount || o != 0 {
+			t.Errorf("scroll %s %d = %d presses of button %d and %d of button %d, want %d and 0", c.dir, c.amount, n, c.button, o, c.other, c.amount)
+		}
+	}
+
+	// key combinations: the modifier is down (in the key's state) when the key is pressed.
+	for _, c := range []struct {
+		keys, modifier, keysym string
+		state                  int
+	}{
+		{"ctrl+a", "Control_L", "a", 0x4},
+		{"shift+Tab", "Shift_L", "ISO_Left_Tab", 0x1},
+		{"ctrl+shift+End", "Shift_L", "End", 0x5},
+	} {
+		before := len(xw.events(t))
+		act(desktop.Action{Action: "key", Text: c.keys})
+		ev := xw.waitFor(t, fmt.Sprintf("key %q: %s", c.keys, c.keysym), func(ev []xevEvent) bool {
+			return count(ev[min(before, len(ev)):], "KeyRelease", keysym(c.modifier)) > 0
+		})[before:]
+		if n := count(ev, "KeyPress", func(e xevEvent) bool { return e.Keysym == c.keysym && e.State&0x5 == c.state }); n != 1 {
+			t.Errorf("key %q: %d presses of %s with state %#x, want 1; got:\n%s", c.keys, n, c.keysym, c.state, dumpXev(ev))
+		}
+	}
+
+	// JPEG screenshots at a scale decode to that fraction of the screen.
+	for _, scale := range []int{50, 25} {
+		path := fmt.Sprintf("%s/screenshot?format=jpeg&scale=%d", base, scale)
+		req, _ := http.NewRequest("GET", g.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok.Secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/jpeg" {
+			t.Fatalf("GET %s = %d %s (%s), want 200 image/jpeg", path, resp.StatusCode, resp.Header.Get("Content-Type"), b[:min(len(b), 200)])
+		}
+		img, err := jpeg.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("decode the scale %d%% JPEG: %v", scale, err)
+		}
+		want := image.Rect(0, 0, full.Dx()*scale/100, full.Dy()*scale/100)
+		if img.Bounds() != want {
+			t.Errorf("JPEG screenshot at %d%% is %v, want %v (the screen is %v)", scale, img.Bounds(), want, full)
+		}
+		// The window is on it, where it is on the screen (scaled): xev's white background.
+		cx, cy := (xw.X+xw.W/2)*scale/100, (xw.Y+xw.H/2)*scale/100
+		if r, g, bl, _ := img.At(cx, cy).RGBA(); r>>8 < 200 || g>>8 < 200 || bl>>8 < 200 {
+			t.Errorf("JPEG screenshot at %d%%: the window's centre (%d,%d) is %d,%d,%d, want xev's white", scale, cx, cy, r>>8, g>>8, bl>>8)
+		}
 	}
 }
