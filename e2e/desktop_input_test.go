@@ -209,13 +209,14 @@ func keyFrames(code string) [][]byte {
 	return [][]byte{desktop.Encode(desktop.Key{Down: true, Code: code}), desktop.Encode(desktop.Key{Code: code})}
 }
 
-// TestDesktopWatcherInputDropped: through a real gateway and a real bwrap agent's display, a
+// TestDesktopViewerInput: through a real gateway and a real bwrap agent's display, a
 // watch-only sharee's viewer WebSocket sends clicks, keys, text and a wheel: the X program on
 // the display records none of it, and the watcher is told it is watching (its TakeControl is
 // refused too). The owner's input before taking control is dropped as well ("take control
 // first"); after TakeControl the owner's click and keys reach the program, at the point
-// clicked.
-func TestDesktopWatcherInputDropped(t *testing.T) {
+// clicked, and so do the owner's wheel (buttons 4 and 5 up and down, 6 and 7 left and right,
+// one press per step) and drag (press, motion with the button held, release).
+func TestDesktopViewerInput(t *testing.T) {
 	testenv.LookPath(t, "bwrap")
 	testenv.LookPath(t, "Xvfb")
 	testenv.LookPath(t, "xev")
@@ -290,6 +291,69 @@ func TestDesktopWatcherInputDropped(t *testing.T) {
 		case e.Type == "ButtonPress" && !(e.Button == 1 && e.RootX == dx && e.RootY == dy):
 			t.Errorf("a button the driver did not press reached the program: %v", e)
 		}
+	}
+	if t.Failed() {
+		t.Logf("xev recorded:\n%s", dumpXev(ev))
+	}
+
+	// The driver's wheel: one press (and release) of the wheel's button per step, where the
+	// pointer is.
+	for _, c := range []struct {
+		dx, dy          int16
+		button, presses int
+	}{
+		{0, -2, 4, 2}, // up
+		{0, 3, 5, 3},  // down
+		{-1, 0, 6, 1}, // left
+		{2, 0, 7, 2},  // right
+	} {
+		x, y := xw.at(60+40*c.button, 250)
+		owner.send(desktop.Encode(desktop.Wheel{X: uint16(x), Y: uint16(y), DX: c.dx, DY: c.dy}))
+		ev := xw.waitFor(t, fmt.Sprintf("Wheel{DX: %d, DY: %d} at (%d,%d): %d presses of button %d", c.dx, c.dy, x, y, c.presses, c.button),
+			func(ev []xevEvent) bool { return count(ev, "ButtonRelease", pressAt(c.button, x, y)) >= c.presses })
+		n := 0
+		for _, e := range ev {
+			if e.Type == "ButtonPress" && e.RootX == x && e.RootY == y {
+				if e.Button != c.button {
+					t.Errorf("Wheel{DX: %d, DY: %d} pressed %v, want only button %d", c.dx, c.dy, e, c.button)
+				}
+				n++
+			}
+		}
+		if n != c.presses {
+			t.Errorf("Wheel{DX: %d, DY: %d} = %d presses at (%d,%d), want %d", c.dx, c.dy, n, x, y, c.presses)
+		}
+	}
+
+	// The driver's drag: press at a, move through m to b with the left button held, release.
+	ax, ay := xw.at(40, 100)
+	mx, my := xw.at(150, 140)
+	bx, by := xw.at(330, 180)
+	for _, p := range []desktop.Pointer{
+		{X: uint16(ax), Y: uint16(ay)},
+		{X: uint16(ax), Y: uint16(ay), Buttons: desktop.ButtonLeft},
+		{X: uint16(mx), Y: uint16(my), Buttons: desktop.ButtonLeft},
+		{X: uint16(bx), Y: uint16(by), Buttons: desktop.ButtonLeft},
+		{X: uint16(bx), Y: uint16(by)},
+	} {
+		owner.send(desktop.Encode(p))
+	}
+	ev = xw.waitFor(t, fmt.Sprintf("the drag's release at (%d,%d)", bx, by), func(ev []xevEvent) bool {
+		return count(ev, "ButtonRelease", pressAt(1, bx, by)) == 1
+	})
+	if count(ev, "ButtonPress", pressAt(1, ax, ay)) != 1 {
+		t.Errorf("the drag: no press of button 1 at its start (%d,%d)", ax, ay)
+	}
+	held := func(x, y int) func(xevEvent) bool {
+		return func(e xevEvent) bool { return e.RootX == x && e.RootY == y && e.State&0x100 != 0 }
+	}
+	for _, p := range [][2]int{{mx, my}, {bx, by}} {
+		if count(ev, "MotionNotify", held(p[0], p[1])) == 0 {
+			t.Errorf("the drag: no motion to (%d,%d) with button 1 held", p[0], p[1])
+		}
+	}
+	if count(ev, "ButtonPress", pressAt(1, mx, my))+count(ev, "ButtonPress", pressAt(1, bx, by)) != 0 {
+		t.Errorf("the drag pressed the button again on its way")
 	}
 	if t.Failed() {
 		t.Logf("xev recorded:\n%s", dumpXev(ev))
