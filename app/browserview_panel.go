@@ -266,6 +266,7 @@ func (p *BrowserPanel) renderTabs() app.UI {
 			cls += " active"
 		}
 		items = append(items, app.Span().Class(cls).Role("tab").Aria("selected", t.Active).Title(t.URL).Body(
+			tabIcon(t.Favicon),
 			app.Button().Type("button").Class("browser-tab-title").Text(shorten(title, 40)).Disabled(off && !t.Active).
 				OnClick(func(ctx app.Context, e app.Event) { p.drive(func(d bvDriver) { d.tabSwitch(id) }) }),
 			app.Button().Type("button").Class("browser-tab-close").Aria("label", "Close tab").Title("Close tab").Text("×").Disabled(off).
@@ -275,6 +276,19 @@ func (p *BrowserPanel) renderTabs() app.UI {
 	items = append(items, app.Button().Type("button").Class("browser-tab-new").Aria("label", "New tab").Title("New tab").Text("+").Disabled(off).
 		OnClick(func(ctx app.Context, e app.Event) { p.drive(bvDriver.tabNew) }))
 	return app.Div().Class("desktop-bar", "browser-tabs").Role("tablist").Style("flex-wrap", "wrap").Body(items...)
+}
+
+// tabIcon is a tab's favicon: an image only for a PNG data URL (the gateway drew it in the
+// agent's browser and re-encoded it: docs/browser-protocol.md, "Favicons"); anything else is
+// no icon, so the viewer's device never loads from the agent's sites. It is decorative (the
+// title says which tab it is): go-app drops an empty alt attribute, so role=presentation and
+// aria-hidden say so instead.
+func tabIcon(favicon string) app.UI {
+	if !strings.HasPrefix(favicon, browser.FaviconPrefix) {
+		return nil
+	}
+	return app.Img().Class("browser-tab-icon").Src("%s", favicon).Role("presentation").Aria("hidden", "true").Width(16).Height(16).
+		Style("vertical-align", "middle").Style("margin-right", "0.25rem")
 }
 
 func shorten(s string, n int) string {

@@ -226,7 +226,7 @@ func (s *bvSession) snapshot() bvUI {
 	}
 	var tabs strings.Builder
 	for _, t := range c.tabs {
-		fmt.Fprintf(&tabs, "%q %q %q %v\n", t.ID, t.Title, t.URL, t.Active)
+		fmt.Fprintf(&tabs, "%q %q %q %q %v\n", t.ID, t.Title, t.URL, t.Favicon, t.Active)
 	}
 	u.Tabs = tabs.String()
 	lines := make([]string, len(c.downloads))

@@ -290,11 +290,16 @@ type SelectOption struct {
 	Disabled bool
 }
 
-// TabInfo is one tab.
+// TabInfo is one tab. Favicon is "" or a data URL of a PNG (FaviconPrefix), drawn by the
+// agent's own browser and re-encoded by the gateway; clients show only a Favicon that starts
+// with FaviconPrefix, as an image.
 type TabInfo struct {
 	ID, Title, URL, Favicon string
 	Active                  bool
 }
+
+// FaviconPrefix starts every non-empty TabInfo.Favicon.
+const FaviconPrefix = "data:image/png;base64,"
 
 // DownloadInfo is one download; Name is its file name in /home/agent/Downloads.
 type DownloadInfo struct {

@@ -452,8 +452,6 @@ func (h *viewHub) setActive(id string) bool {
 	return found
 }
 
-func parseURL(s string) (*url.URL, error) { return url.Parse(s) }
-
 // normalizeURL makes what a person types in an address bar a URL: "example.org/x" is
 // https://example.org/x, "localhost:8080" is http://localhost:8080. Only http, https, file,
 // about and data URLs load (never javascript:).

@@ -26,7 +26,9 @@ import (
 //   - the CDP reader (cdpCaller.run), which handles events under mu and never waits for a
 //     reply;
 //   - run itself, the worker: setup, attaching to the active tab, screencast restarts,
-//     navigation state — everything that waits for Chromium's replies.
+//     navigation state — everything that waits for Chromium's replies;
+//   - the favicon worker (iconLoop, view_favicon.go), which asks the page for its icon
+//     after a load without holding up the worker.
 //
 // Viewer sessions call into the hub from their own goroutines (commands wait for replies).
 type viewHub struct {
@@ -37,7 +39,13 @@ type viewHub struct {
 	cancel context.CancelCauseFunc
 	ready  chan struct{} // closed once set up, or the hub ended
 	kick   chan struct{} // cap 1: the worker has something to do
-	cdp    *cdpCaller    // set before ready
+	// iconKick (cap 1): the favicon worker (iconLoop) should look at the shown tab.
+	iconKick chan struct{}
+	// The favicon worker's isolated world (its execution context id, and the session and
+	// frame it is in); only iconLoop uses them.
+	iconWorld   int64
+	iconWorldIn string
+	cdp         *cdpCaller // set before ready
 
 	// Guarded by Service.vmu.
 	users      int
@@ -85,6 +93,8 @@ type elsewhere struct{ person, name, conn string }
 // pageInfo is one page target (a tab).
 type pageInfo struct {
 	id, title, url string
+	icon           string // sanitised favicon data URL ("" none)
+	iconFor        string // the page URL (iconKey) the icon was fetched for
 }
 
 // shot is one screencast frame: the JPEG and its metadata.
@@ -109,7 +119,8 @@ type chooserState struct {
 func newViewHub(s *Service, agent api.Agent) *viewHub {
 	ctx, cancel := context.WithCancelCause(s.vctx)
 	return &viewHub{s: s, agent: agent, log: s.log.With("agent", agent.ID, "part", "view"),
-		ctx: ctx, cancel: cancel, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+		ctx: ctx, cancel: cancel, ready: make(chan struct{}), kick: make(chan struct{}, 1),
+		iconKick: make(chan struct{}, 1)}
 }
 
 func (h *viewHub) wake() {
@@ -154,6 +165,9 @@ func (h *viewHub) serve() error {
 		return context.Cause(h.ctx)
 	}
 	h.pollAutomation()
+	wg.Add(1)
+	go func() { defer wg.Done(); h.iconLoop() }() // owner: serve (wg); exits when the hub ends
+	h.wantIcon()
 	close(h.ready)
 	h.log.Info("browser view started")
 	h.s.statusChanged(h.agent.ID) // the dashboard: the browser is connected
@@ -342,6 +356,7 @@ func (h *viewHub) work() error {
 		h.mu.Unlock()
 	}
 	if attachedNow {
+		h.wantIcon()
 		h.firstFrame(ctx, session)
 	}
 	if navDirty {
@@ -462,23 +477,13 @@ func (h *viewHub) pageGoneLocked(id string) {
 func (h *viewHub) tabsChangedLocked() {
 	ts := make([]TabInfo, 0, len(h.pages))
 	for _, p := range h.pages {
-		ts = append(ts, TabInfo{ID: p.id, Title: p.title, URL: p.url, Favicon: faviconURL(p.url), Active: p.id == h.active})
+		ts = append(ts, TabInfo{ID: p.id, Title: p.title, URL: p.url, Favicon: p.icon, Active: p.id == h.active})
 	}
 	h.tabsFrame = Encode(Tabs{Tabs: ts})
 	for _, s := range h.sessions {
 		s.tabs = h.tabsFrame
 		s.wakeup()
 	}
-}
-
-// faviconURL is the conventional favicon of a page's origin (http and https only); the app
-// shows it as an image and falls back to no icon.
-func faviconURL(u string) string {
-	p, err := parseURL(u)
-	if err != nil || p.Scheme != "http" && p.Scheme != "https" || p.Host == "" {
-		return ""
-	}
-	return p.Scheme + "://" + p.Host + "/favicon.ico"
 }
 
 func (h *viewHub) navChangedLocked() {
@@ -708,6 +713,7 @@ func (h *viewHub) event(ev cdpEvent) {
 	case "Page.navigatedWithinDocument":
 		h.navDirty = true
 		h.wake()
+		h.wantIcon()
 	case "Page.frameStartedLoading", "Page.frameStoppedLoading":
 		var p struct {
 			FrameID string `json:"frameId"`
@@ -718,6 +724,7 @@ func (h *viewHub) event(ev cdpEvent) {
 			if !h.nav.Loading {
 				h.navDirty = true
 				h.wake()
+				h.wantIcon()
 			}
 		}
 	case "Page.javascriptDialogOpening":
