@@ -286,7 +286,12 @@ func (p *TerminalPanel) renderInfo(v termView) app.UI {
 			)
 		}),
 		app.If(v.Ended != "", func() app.UI {
-			return app.Div().Class("terminal-ended").Text("Ended: " + endedText(v.Ended))
+			return app.Div().Class("terminal-ended").Body(
+				app.Text("Ended: "+endedText(v.Ended)),
+				app.If(p.Admin && !knownEnd(v.Ended), func() app.UI {
+					return app.Details().Body(app.Summary().Text("Details"), app.Code().Text(v.Ended))
+				}),
+			)
 		}),
 		app.If(v.Err != "", func() app.UI {
 			return app.Div().Class("terminal-error", "error").Role("alert").Body(
@@ -329,32 +334,82 @@ func (p *TerminalPanel) tabLabel(id uint32) string {
 	return "this terminal"
 }
 
-// endedText says why a terminal ended, for people.
+// endedText says why a terminal ended, for people, with what to do next: the reasons the
+// server's Exit carries (terminal/term.go, terminal/service.go; the client adds " (status N)")
+// or the client's own. Anything else (a helper's own error) is summed up, never shown raw.
 func endedText(reason string) string {
-	if strings.HasPrefix(reason, "agent helper exited") { // terminal.ErrHelperExited (gateway side only)
+	const again = " Open a new terminal to go on."
+	base, status, _ := strings.Cut(reason, " (status ")
+	switch {
+	case base == "shell exited":
+		if code := strings.TrimSuffix(status, ")"); code != "" && code != "0" {
+			return "the shell exited with status " + code + "." + again
+		}
+		return "the shell exited." + again
+	case strings.HasPrefix(base, "agent helper exited"): // terminal.ErrHelperExited (gateway side only): the helper died
 		return "the agent's sandbox stopped unexpectedly. Open a new terminal to start it again."
+	case base == "agent stopped":
+		return "the agent was stopped or deleted. Open a new terminal to start it again, or go back to the dashboard."
+	case base == "idle timeout":
+		return "nothing happened in it for a long time, so it was closed." + again
+	case strings.HasPrefix(base, "closed by "):
+		return "closed by " + strings.TrimPrefix(base, "closed by ") + "." + again
+	case base == "server shutting down":
+		return "the server restarted. Open a new terminal once it is back."
+	case base == "no longer exists":
+		return "this terminal no longer exists." + again
+	case base == "ended":
+		return "the terminal ended." + again
 	}
-	return reason
+	return "the program in it failed." + again
 }
 
-// termErrorText turns the server's error into a sentence for people: never a socket path or
-// an internal error string.
+// knownEnd reports whether endedText has a sentence of its own for reason (else an admin may
+// want the helper's words).
+func knownEnd(reason string) bool {
+	return endedText(reason) != endedText("")
+}
+
+// termErrorText turns the server's error into a sentence for people, with what to do next:
+// never a socket path or an internal error chain (an admin sees those under Details).
 func termErrorText(code terminal.ErrCode, msg string) string {
 	switch code {
 	case terminal.ErrCodeHelper:
 		switch {
-		case strings.Contains(msg, "backend unavailable"):
-			return "This agent's sandbox cannot start: its backend is unavailable. An admin can see why under Users → Backend health."
 		case strings.Contains(msg, "host backend not allowed"):
 			return "This server does not allow host agents: an admin must start it with --allow-host-backend."
+		case strings.Contains(msg, "backend unavailable"):
+			backend := "its backend"
+			for _, b := range []string{api.BackendBwrap, api.BackendContainer, api.BackendHost} {
+				if strings.Contains(msg, b+" backend: ") {
+					backend = "the " + b + " backend"
+				}
+			}
+			return "This agent's sandbox cannot start: " + backend + " is unavailable. An admin can see why under Users → Backend health."
 		}
 		return "The agent's sandbox could not be reached. Try again in a moment."
-	case terminal.ErrCodeLimit, terminal.ErrCodeWatchOnly, terminal.ErrCodeNotFound:
-		return msg // the server's own sentences
+	case terminal.ErrCodeLimit: // the server's own sentence, with the numbers
+		s := strings.TrimSuffix(msg, ".")
+		if !strings.Contains(s, "close one") {
+			s += "; close a terminal you no longer need, or try again later"
+		}
+		return capitalize(s) + "."
+	case terminal.ErrCodeWatchOnly:
+		return "You are watching this agent: only drivers can open terminals. Its owner can give you drive access."
+	case terminal.ErrCodeNotFound:
+		return "This terminal has ended or no longer exists. Open a new terminal to go on."
 	case terminal.ErrCodeSlow:
-		return "This connection fell too far behind and was reset."
+		return "This connection fell too far behind and was reset. Reconnect to go on."
 	}
-	return "Something went wrong on the server. Try again."
+	return "Something went wrong on the server. Reload the page to try again."
+}
+
+// capitalize upper-cases the first letter of an ASCII sentence.
+func capitalize(s string) string {
+	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
+		return string(s[0]-'a'+'A') + s[1:]
+	}
+	return s
 }
 
 // renderKeys is the phone keys bar. Its buttons never take the focus from the

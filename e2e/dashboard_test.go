@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -614,6 +615,29 @@ func TestAppStates(t *testing.T) {
 	}
 	choose(t, c, "#agent-backend", api.BackendContainer) // as an edited agent on it would show
 	c.until(t, "the reason", `/container backend cannot start agents right now/.test((document.getElementById("backend-down") || {}).textContent || "")`)
+
+	// An agent on that backend anyway (made through the API; the form would not): its terminal
+	// says in a short sentence why it cannot start and what to do, not the engine's error with
+	// its socket path (an admin has that folded away under Details).
+	var boxed api.Agent
+	admin := s.login(t, "admin", shellAdminPassword)
+	admin.call(t, "POST", "/api/agents", api.CreateAgentRequest{Name: "boxed",
+		Backend: api.Backend{Type: api.BackendContainer, Network: api.NetworkNone}}, http.StatusCreated, &boxed)
+	c.steps(t, "open its terminal", chromedp.Navigate(s.URL+"/agents/"+boxed.ID+"?tab=terminal"))
+	c.until(t, "the terminal's error", `!!document.querySelector(".terminal-error")`)
+	shown := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(js[string](t, c, `document.querySelector(".terminal-error").innerText`)), "Details"))
+	details := js[string](t, c, `(document.querySelector(".terminal-error details code") || {}).textContent || ""`)
+	t.Logf("the container agent's terminal says %q (details for the admin: %q)", shown, details)
+	if !strings.Contains(shown, "the container backend is unavailable") || !strings.Contains(shown, "Backend health") {
+		t.Errorf("terminal of a container agent with no engine says %q, want that the container backend is unavailable and where to see why", shown)
+	}
+	if n := len([]rune(shown)); n > 160 || regexp.MustCompile(`\.sock|unix:|/run/|/var/|backend unavailable`).MatchString(shown) {
+		t.Errorf("terminal error shown = %q (%d characters), want a short sentence without the socket path or the error chain", shown, n)
+	}
+	if open := js[bool](t, c, `!!document.querySelector(".terminal-error details[open]")`); details == "" || open {
+		t.Errorf("the admin's details: %q, open %v; want the server's words, folded away", details, open)
+	}
+	shot(t, c.ctx, "terminal-backend-down-1280x800")
 
 	// Install: Chromium offers it for this manifest and service worker; a synthetic event in a
 	// browser that did not is as good.
