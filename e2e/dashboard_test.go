@@ -721,3 +721,68 @@ func TestTerminalTextSizeAndPhone(t *testing.T) {
 	shot(t, tb.ctx, "terminal-paste-refused-390x844-portrait")
 	noiseFree(t, "phone", tb.messages())
 }
+
+// TestDashboardRecentSurfaceAndURL: the agent page keeps the surface (?tab=) and the terminal
+// (&term=) in the address bar as the user switches; the dashboard's card opens the agent on the
+// surface used last; a reload of a terminal's address opens that terminal.
+func TestDashboardRecentSurfaceAndURL(t *testing.T) {
+	d := startDashSetup(t)
+	c := startChromium(t)
+	loginTab(t, c, d.url, "admin", dashAdminPassword)
+	card := fmt.Sprintf(`li.agent-card[data-agent-id=%s] .agent-open`, quote(d.agent.ID))
+	query := func(key string) string {
+		return js[string](t, c, fmt.Sprintf(`new URLSearchParams(location.search).get(%s) || ""`, quote(key)))
+	}
+
+	// A first visit opens the terminal; the tabs move ?tab= along without a navigation.
+	c.steps(t, "open the agent from its card", chromedp.Click(chromedp.CSS(card)))
+	c.until(t, "the terminal", `!!document.querySelector(".tab-panel .terminal-panel") && new URLSearchParams(location.search).get("tab") === "terminal"`)
+	c.until(t, "a prompt", promptJS)
+	js[bool](t, c, `(window.__samePage = true)`)
+	for _, s := range []string{"desktop", "browser", "desktop"} {
+		c.steps(t, "the "+s+" tab", chromedp.Click(chromedp.ID("tab-"+s)))
+		c.until(t, "the "+s+" panel", fmt.Sprintf(`!!document.querySelector(".tab-panel .%s-panel")`, s))
+		if got := query("tab"); got != s {
+			t.Errorf("after a click on the %s tab, ?tab=%q, want %q", s, got, s)
+		}
+	}
+	if !js[bool](t, c, `window.__samePage === true`) {
+		t.Errorf("switching surfaces reloaded the page")
+	}
+
+	// Back on the dashboard, one tap on the card lands on the desktop, the surface used last.
+	c.steps(t, "back to the dashboard", chromedp.Click(chromedp.ID("nav-agents")))
+	c.until(t, "the dashboard", `location.pathname === "/" && !!document.getElementById("own-agents")`)
+	c.steps(t, "tap the card", chromedp.Click(chromedp.CSS(card)))
+	c.until(t, "the agent on its desktop", `location.pathname.startsWith("/agents/") && !!document.querySelector(".tab-panel .desktop-panel")`)
+	if got := query("tab"); got != "desktop" {
+		t.Errorf("the card opened ?tab=%q, want desktop (used last)", got)
+	}
+	// Even after a full reload of the dashboard (the choice is kept on the device).
+	c.steps(t, "reload the dashboard", chromedp.Navigate(d.url+"/"))
+	c.until(t, "the card", `!!document.querySelector(`+quote(card)+`)`)
+	if href := js[string](t, c, `document.querySelector(`+quote(card)+`).getAttribute("href")`); !strings.Contains(href, "tab=desktop") {
+		t.Errorf("after a reload the card links to %q, want the desktop", href)
+	}
+
+	// Two terminals: choosing one puts it in the address (&term=).
+	c.steps(t, "back to the terminal", chromedp.Navigate(d.url+"/agents/"+d.agent.ID+"?tab=terminal"))
+	c.until(t, "a prompt", promptJS)
+	c.steps(t, "a second terminal", chromedp.Click(chromedp.CSS(".terminal-new")))
+	c.until(t, "two terminal tabs", `document.querySelectorAll(".terminal-tab[data-term-id]").length === 2`)
+	ids := js[[]string](t, c, `[...document.querySelectorAll(".terminal-tab[data-term-id]")].map(e => e.dataset.termId)`)
+	for _, id := range []string{ids[0], ids[1], ids[0]} {
+		c.steps(t, "choose terminal "+id, chromedp.Click(chromedp.CSS(fmt.Sprintf(`.terminal-tab[data-term-id=%s] .terminal-tab-name`, quote(id)))))
+		c.until(t, "terminal "+id+" shown", fmt.Sprintf(`!!document.querySelector('.terminal-tab.active[data-term-id=%s]')`, quote(id)))
+		if tab, term := query("tab"), query("term"); tab != "terminal" || term != id {
+			t.Errorf("after choosing terminal %s the address says tab=%q term=%q, want terminal and %s", id, tab, term, id)
+		}
+	}
+
+	// A reload of either terminal's address opens that one.
+	for _, id := range []string{ids[1], ids[0]} {
+		c.steps(t, "load terminal "+id+"'s address", chromedp.Navigate(d.url+"/agents/"+d.agent.ID+"?tab=terminal&term="+id))
+		c.until(t, "terminal "+id+" open", fmt.Sprintf(`!!document.querySelector('.terminal-tab.active[data-term-id=%s]') && document.querySelectorAll(".terminal-tab[data-term-id]").length === 2`, quote(id)))
+		c.until(t, "its screen shown", `porthole.term.all().some(x => x.term.element && x.term.element.offsetParent !== null)`)
+	}
+}
