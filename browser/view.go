@@ -28,9 +28,6 @@ const (
 	defaultScreenH   = 1280
 	viewCallTimeout  = 30 * time.Second
 	viewOpenTimeout  = 60 * time.Second
-	viewPingEvery    = 20 * time.Second
-	viewReadTimeout  = 60 * time.Second
-	viewWriteTimeout = 30 * time.Second
 	viewReadLimit    = MaxChunk + 1024
 	viewMaxErrs      = 32 // errors queued per viewer (more are dropped)
 	viewNoteEvery    = time.Second
@@ -104,7 +101,7 @@ func (s *Service) acquireView(agent api.Agent) (*viewHub, error) {
 		return nil, errViewClosed
 	}
 	h := s.hubs[agent.ID]
-	if h == nil {
+	if h == nil || h.ctx.Err() != nil { // none, or one that ended and is not yet forgotten
 		h = newViewHub(s, agent)
 		h.stopWatch = s.cfg.Handoff.Watch(agent.ID, h.syncHandoff)
 		h.syncHandoff()
@@ -209,54 +206,25 @@ func (s *Service) serveView(ctx context.Context, ws *websocket.Conn, agent api.A
 	}
 	defer h.leave(sess)
 
-	writerDone := make(chan struct{})
-	go func() { // owner: serveView, which waits for it; exits when ctx ends or a write fails
-		defer close(writerDone)
-		if err := sess.writeLoop(ctx); err != nil {
-			cancel(err)
-		}
-	}()
-	stopRead := context.AfterFunc(ctx, func() { ws.SetReadDeadline(time.Now()) })
-	defer stopRead()
-
-	ws.SetReadLimit(viewReadLimit)
-	ws.SetReadDeadline(time.Now().Add(viewReadTimeout))
-	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(viewReadTimeout)) })
-	ws.SetPingHandler(func(data string) error {
-		sess.queuePong([]byte(data))
-		return ws.SetReadDeadline(time.Now().Add(viewReadTimeout))
-	})
 	sess.log.Debug("browser viewer connected", "mode", sess.mode)
-
-	var readErr error
-	for {
-		typ, data, err := ws.ReadMessage()
-		if err != nil {
-			readErr = err
-			break
-		}
-		ws.SetReadDeadline(time.Now().Add(viewReadTimeout))
-		if typ != websocket.BinaryMessage {
+	err = sess.conn.Serve(ctx, cancel, surface.ViewerLoop{
+		ReadLimit: viewReadLimit,
+		Flush:     sess.flush, Close: sess.closeWS,
+		Text: func() {
 			sess.queueErr(ErrCodeBadMessage, "text messages are not part of the browser protocol; send binary messages")
-			continue
-		}
-		m, err := Decode(data)
-		if err != nil {
-			sess.queueErr(ErrCodeBadMessage, err.Error())
-			continue
-		}
-		h.handle(ctx, sess, m)
-	}
-	if ctx.Err() == nil {
-		cancel(readErr)
-	}
+		},
+		Frame: func(data []byte) {
+			m, err := Decode(data)
+			if err != nil {
+				sess.queueErr(ErrCodeBadMessage, err.Error())
+				return
+			}
+			h.handle(ctx, sess, m)
+		},
+	})
 	if sess.up != nil {
 		sess.up.abort() // an upload the viewer left half-way
 	}
-	<-writerDone
 	sess.log.Debug("browser viewer disconnected", "cause", context.Cause(ctx))
-	if websocket.IsCloseError(readErr, websocket.CloseNormalClosure, websocket.CloseGoingAway) && context.Cause(ctx) == readErr {
-		return nil
-	}
-	return context.Cause(ctx)
+	return err
 }

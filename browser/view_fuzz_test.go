@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/surface"
 )
 
 // viewEventSeeds are streams of CDP events, one JSON message a line, as the agent's Chromium
@@ -68,7 +69,7 @@ func FuzzViewEvents(f *testing.F) {
 		h.cdp = newCDPCaller(discardCDP{}, h.event)
 		h.pages = []*pageInfo{{id: "T1"}}
 		h.active, h.attached, h.session, h.setUp = "T1", "T1", "S1", true
-		s := &viewSession{h: h, mode: ModeDrive, wake: make(chan struct{}, 1), log: h.log}
+		s := &viewSession{h: h, mode: ModeDrive, conn: surface.NewViewerConn(nil), log: h.log}
 		h.sessions = []*viewSession{s}
 		var out [][]byte
 		for _, line := range bytes.Split(data, []byte("\n")) {

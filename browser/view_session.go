@@ -7,14 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/porthole/porthole/surface"
 )
 
-// viewSession is one viewer's WebSocket. Its reader is serveView's goroutine; its only
-// writer is writeLoop. Everything it has to send is latest-wins state, never a queue that
+// viewSession is one viewer's WebSocket (a surface.ViewerConn: its reader is serveView's
+// goroutine, its only writer runs flush). Everything it has to send is latest-wins state, never a queue that
 // grows with time: the newest frame (one slot), the newest Tabs, Nav, Dialog, Control, ...,
 // and at most viewMaxErrs errors.
 type viewSession struct {
@@ -22,12 +23,13 @@ type viewSession struct {
 	v      Viewer
 	mode   Mode
 	ws     *websocket.Conn
+	conn   *surface.ViewerConn
 	cancel context.CancelCauseFunc
 	log    *slog.Logger
-	wake   chan struct{} // cap 1: "something to write"
 
-	pmu   sync.Mutex // pongs only (the ping handler runs in serveView's reader)
-	pongs [][]byte
+	// The writer's (flush only).
+	batch [][]byte
+	hdr   []byte
 
 	// Guarded by hub.mu.
 	hello, modeFrame, control, viewers, tabs, nav, dialog, chooser, downloads, sel []byte
@@ -43,27 +45,13 @@ type viewSession struct {
 
 func newViewSession(h *viewHub, ws *websocket.Conn, v Viewer, cancel context.CancelCauseFunc) *viewSession {
 	mode := ModeOf(v.Mode)
-	return &viewSession{h: h, v: v, mode: mode, ws: ws, cancel: cancel, wake: make(chan struct{}, 1),
+	return &viewSession{h: h, v: v, mode: mode, ws: ws, conn: surface.NewViewerConn(ws), cancel: cancel,
 		log:       h.log.With("viewer", v.ID, "conn", v.Conn),
 		hello:     Encode(Hello{Version: ProtocolVersion, Mode: mode, ViewerID: ConnID(v), ViewerName: v.Name}),
 		modeFrame: Encode(ModeMsg{Mode: mode})}
 }
 
-func (s *viewSession) wakeup() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (s *viewSession) queuePong(data []byte) {
-	s.pmu.Lock()
-	if len(s.pongs) < 16 {
-		s.pongs = append(s.pongs, data)
-	}
-	s.pmu.Unlock()
-	s.wakeup()
-}
+func (s *viewSession) wakeup() { s.conn.Wake() }
 
 // queueErr queues an Error message (dropped when viewMaxErrs are already waiting).
 func (s *viewSession) queueErr(code ErrCode, msg string) {
@@ -123,67 +111,37 @@ func (h *viewHub) take(s *viewSession, out [][]byte) ([][]byte, *shot, uint32) {
 	return out, sh, s.seq
 }
 
-// writeLoop is the WebSocket's only writer.
-func (s *viewSession) writeLoop(ctx context.Context) error {
-	ping := time.NewTicker(viewPingEvery)
-	defer ping.Stop()
-	var batch [][]byte
-	var hdr []byte
-	for {
-		if ctx.Err() != nil {
-			s.closeWS(ctx)
-			return nil
-		}
-		s.pmu.Lock()
-		pongs := s.pongs
-		s.pongs = nil
-		s.pmu.Unlock()
-		for _, p := range pongs {
-			if err := s.ws.WriteControl(websocket.PongMessage, p, time.Now().Add(viewWriteTimeout)); err != nil {
-				return fmt.Errorf("write pong: %w", err)
-			}
-		}
-		var sh *shot
-		var seq uint32
-		batch, sh, seq = s.h.take(s, batch[:0])
-		for _, f := range batch {
-			s.ws.SetWriteDeadline(time.Now().Add(viewWriteTimeout))
-			if err := s.ws.WriteMessage(websocket.BinaryMessage, f); err != nil {
-				return fmt.Errorf("write: %w", err)
-			}
-		}
-		if sh != nil {
-			// The viewer can draw another frame: let Chromium send the next one.
-			s.h.ackOwed(ctx)
-			// The JPEG is written as it came (one copy for every viewer), after a header of
-			// this viewer's own seq.
-			hdr = Frame{Seq: seq, W: sh.w, H: sh.h, ScrollX: sh.sx, ScrollY: sh.sy}.appendTo(append(hdr[:0], byte(OpFrame)))
-			s.ws.SetWriteDeadline(time.Now().Add(viewWriteTimeout))
-			w, err := s.ws.NextWriter(websocket.BinaryMessage)
-			if err == nil {
-				if _, err = w.Write(hdr); err == nil {
-					if _, err = w.Write(sh.data); err == nil {
-						err = w.Close()
-					}
-				}
-			}
-			if err != nil {
-				return fmt.Errorf("write frame: %w", err)
-			}
-		}
-		if len(batch) > 0 || sh != nil {
-			clear(batch)
-			continue
-		}
-		select {
-		case <-s.wake:
-		case <-ping.C:
-			if err := s.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(viewWriteTimeout)); err != nil {
-				return fmt.Errorf("write ping: %w", err)
-			}
-		case <-ctx.Done():
+// flush writes what the viewer is owed now (surface.ViewerLoop.Flush).
+func (s *viewSession) flush(ctx context.Context) (bool, error) {
+	batch, sh, seq := s.h.take(s, s.batch[:0])
+	s.batch = batch
+	for _, f := range batch {
+		s.ws.SetWriteDeadline(time.Now().Add(surface.WriteTimeout))
+		if err := s.ws.WriteMessage(websocket.BinaryMessage, f); err != nil {
+			return false, fmt.Errorf("write: %w", err)
 		}
 	}
+	if sh != nil {
+		// The viewer can draw another frame: let Chromium send the next one.
+		s.h.ackOwed(ctx)
+		// The JPEG is written as it came (one copy for every viewer), after a header of
+		// this viewer's own seq.
+		s.hdr = Frame{Seq: seq, W: sh.w, H: sh.h, ScrollX: sh.sx, ScrollY: sh.sy}.appendTo(append(s.hdr[:0], byte(OpFrame)))
+		s.ws.SetWriteDeadline(time.Now().Add(surface.WriteTimeout))
+		w, err := s.ws.NextWriter(websocket.BinaryMessage)
+		if err == nil {
+			if _, err = w.Write(s.hdr); err == nil {
+				if _, err = w.Write(sh.data); err == nil {
+					err = w.Close()
+				}
+			}
+		}
+		if err != nil {
+			return false, fmt.Errorf("write frame: %w", err)
+		}
+	}
+	clear(batch)
+	return len(batch) > 0 || sh != nil, nil
 }
 
 // closeWS writes the errors still queued (the reason the view ended), then a close frame
