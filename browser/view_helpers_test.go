@@ -244,6 +244,16 @@ func (v *testViewer) send(m Message) {
 	}
 }
 
+// firstErr is the first error the viewer got (the reader appends to errs under mu).
+func (v *testViewer) firstErr() ErrorMsg {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.errs) == 0 {
+		return ErrorMsg{}
+	}
+	return v.errs[0]
+}
+
 // wait waits until cond (called with mu held) holds, or fails the test after d.
 func (v *testViewer) wait(d time.Duration, what string, cond func() bool) {
 	v.t.Helper()

@@ -176,7 +176,10 @@ func TestViewAckPacing(t *testing.T) {
 	if got := v.frameData(); got[viewWindow] != fmt.Sprintf("frame-%d", viewWindow+2) {
 		t.Errorf("after its ack the viewer got %v, want frame-%d (latest wins)", got, viewWindow+2)
 	}
-	if fr := v.frames[viewWindow]; fr.W != 800 || fr.H != 600 || fr.ScrollY != viewWindow+2 || fr.Seq != viewWindow+1 {
+	v.mu.Lock()
+	fr := v.frames[viewWindow]
+	v.mu.Unlock()
+	if fr.W != 800 || fr.H != 600 || fr.ScrollY != viewWindow+2 || fr.Seq != viewWindow+1 {
 		t.Errorf("frame metadata %+v", fr)
 	}
 }
@@ -235,10 +238,10 @@ func TestViewWatchDropped(t *testing.T) {
 			t.Errorf("%d %s calls reached Chromium from a watcher or a non-holder", n, p)
 		}
 	}
-	if e := watcher.errs[0]; e.Code != ErrCodeWatchOnly {
+	if e := watcher.firstErr(); e.Code != ErrCodeWatchOnly {
 		t.Errorf("watcher error %+v, want watch-only", e)
 	}
-	if e := driver.errs[0]; e.Code != ErrCodeNotHolder {
+	if e := driver.firstErr(); e.Code != ErrCodeNotHolder {
 		t.Errorf("driver error %+v, want not-holder", e)
 	}
 
