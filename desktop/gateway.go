@@ -201,7 +201,7 @@ func (s *Service) acquire(agent api.Agent) (*hub, error) {
 		return nil, ErrClosed
 	}
 	h := s.hubs[agent.ID]
-	if h == nil {
+	if h == nil || h.ctx.Err() != nil { // none, or one that ended and is not yet forgotten
 		h = newHub(s, agent)
 		h.stopWatch = s.cfg.Handoff.Watch(agent.ID, h.syncHandoff)
 		h.syncHandoff()
