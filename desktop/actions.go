@@ -59,6 +59,7 @@ const (
 	clickGap       = 40 * time.Millisecond // between the clicks of a double click
 	dragPause      = 50 * time.Millisecond
 	maxScrollSteps = 100
+	pointerSettle  = time.Second // the longest an action waits for the display to report its pointer
 )
 
 // actionNames lists the vocabulary, for error messages.
@@ -585,9 +586,16 @@ func (s *Service) action(ctx context.Context, agent api.Agent, v Viewer, a Actio
 	h.holdForAgentLocked(v)
 	h.apiButtons = buttons
 	h.mu.Unlock()
+	var to *CursorPos // where the action leaves the pointer
 	for _, st := range steps {
 		if err := h.agentInput(ctx, st.msg); err != nil {
 			return ActionResult{}, err
+		}
+		switch m := st.msg.(type) {
+		case Pointer:
+			to = &CursorPos{X: m.X, Y: m.Y}
+		case Wheel:
+			to = &CursorPos{X: m.X, Y: m.Y}
 		}
 		if st.pause > 0 {
 			t := time.NewTimer(st.pause)
@@ -599,7 +607,40 @@ func (s *Service) action(ctx context.Context, agent api.Agent, v Viewer, a Actio
 			}
 		}
 	}
+	if to != nil {
+		h.waitPointer(ctx, *to)
+	}
 	return ActionResult{}, nil
+}
+
+// waitPointer waits, at most pointerSettle, until the helper reports the pointer at p: an
+// action that moved the pointer returns once the display has it there, so a cursor_position
+// or a screenshot right after it sees the move. A pointer a program holds elsewhere (a grab,
+// a warp) only costs the wait.
+func (h *hub) waitPointer(ctx context.Context, p CursorPos) {
+	t := time.NewTimer(pointerSettle)
+	defer t.Stop()
+	for {
+		h.mu.Lock()
+		if h.haveCursor && h.cursorPos == p {
+			h.mu.Unlock()
+			return
+		}
+		if h.cursorMoved == nil {
+			h.cursorMoved = make(chan struct{})
+		}
+		moved := h.cursorMoved
+		h.mu.Unlock()
+		select {
+		case <-moved:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-h.ctx.Done():
+			return
+		}
+	}
 }
 
 // holdForAgentLocked shows the agent as the driver until AgentHold after its last input.

@@ -138,7 +138,8 @@ func TestTranslate(t *testing.T) {
 	}
 }
 
-// serveShots answers screenshot requests and records the rest, until the stream closes.
+// serveShots answers screenshot requests, reports the pointer where input moved it (as the
+// real helper does once it replayed the move), and records the rest, until the stream closes.
 func serveShots(f *fakeHelper, data []byte, input chan<- Message) {
 	for {
 		var m Message
@@ -153,6 +154,12 @@ func serveShots(f *fakeHelper, data []byte, input chan<- Message) {
 		case Lag:
 		default:
 			input <- m
+			switch p := m.(type) {
+			case Pointer:
+				f.send(CursorPos{X: p.X, Y: p.Y})
+			case Wheel:
+				f.send(CursorPos{X: p.X, Y: p.Y})
+			}
 		}
 	}
 }
@@ -242,9 +249,10 @@ func TestComputerUse(t *testing.T) {
 		t.Errorf("a watcher's action: %v, want 403", err)
 	}
 
+	// The pointer is where the agent's last click left it (the helper reported it at 9,9 first).
 	code, out = post(t, e, agentV, `{"action":"cursor_position"}`)
-	if code != http.StatusOK || !reflect.DeepEqual(out["coordinate"], []any{9.0, 9.0}) {
-		t.Errorf("cursor_position: %d %v, want [9 9]", code, out)
+	if code != http.StatusOK || !reflect.DeepEqual(out["coordinate"], []any{10.0, 20.0}) {
+		t.Errorf("cursor_position: %d %v, want [10 20]", code, out)
 	}
 	start := time.Now()
 	if code, _ := post(t, e, agentV, `{"action":"wait","duration":100}`); code != http.StatusOK || time.Since(start) > 2*time.Second {

@@ -36,27 +36,28 @@ type hub struct {
 	graceGen   uint64
 	graceTimer *time.Timer
 
-	mu         sync.Mutex
-	ended      bool
-	endErr     error
-	model      model
-	screenSeen chan struct{} // closed at the first Screen
-	sessions   []*session    // in join order
-	waking     []*session    // scratch: the sessions helperFrame wakes after a commit
-	holder     holder        // who holds control
-	handoff    surface.HandoffState
-	stopWatch  func() // ends the hub's watch of the agent's handoff
-	agentGen   uint64 // invalidates the agent's hold timer
-	agentTimer *time.Timer
-	apiButtons uint8 // buttons the agent's API holds down
-	cursorPos  CursorPos
-	haveCursor bool
-	cursorShp  []byte // raw frames, latest
-	cursorFrm  []byte
-	clipboard  []byte
-	shots      []chan shotReply
-	lagSent    uint8
-	lagAt      time.Time
+	mu          sync.Mutex
+	ended       bool
+	endErr      error
+	model       model
+	screenSeen  chan struct{} // closed at the first Screen
+	sessions    []*session    // in join order
+	waking      []*session    // scratch: the sessions helperFrame wakes after a commit
+	holder      holder        // who holds control
+	handoff     surface.HandoffState
+	stopWatch   func() // ends the hub's watch of the agent's handoff
+	agentGen    uint64 // invalidates the agent's hold timer
+	agentTimer  *time.Timer
+	apiButtons  uint8 // buttons the agent's API holds down
+	cursorPos   CursorPos
+	haveCursor  bool
+	cursorMoved chan struct{} // closed (and replaced) when the helper reports the pointer
+	cursorShp   []byte        // raw frames, latest
+	cursorFrm   []byte
+	clipboard   []byte
+	shots       []chan shotReply
+	lagSent     uint8
+	lagAt       time.Time
 }
 
 // holder is who holds control: a viewer's session, a person on another of the agent's
@@ -306,6 +307,10 @@ func (h *hub) helperFrame(frame []byte) error {
 		}
 	case CursorPos:
 		h.cursorPos, h.haveCursor = m, true
+		if h.cursorMoved != nil {
+			close(h.cursorMoved)
+			h.cursorMoved = nil
+		}
 		h.cursorFrm = slices.Clone(frame)
 		for _, s := range h.sessions {
 			s.cursorPos = h.cursorFrm
