@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
@@ -510,6 +511,29 @@ func TestAccountTokensAuditInBrowser(t *testing.T) {
 			}
 		}
 		bearer(http.StatusOK)
+
+		// The copy button puts exactly the secret on the clipboard (read back through the page,
+		// with the permission a user would grant).
+		for _, perm := range []string{"clipboard-read", "clipboard-write"} {
+			if _, err := chromedp.Call(c.ctx, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{Origin: d.url,
+				Permission: &cdpbrowser.PermissionDescriptor{Name: perm}, Setting: cdpbrowser.PermissionSettingGranted}); err != nil {
+				t.Fatalf("grant %s: %v", perm, err)
+			}
+		}
+		c.steps(t, "copy the secret", chromedp.Click(chromedp.ID("token-copy")))
+		c.until(t, "copied", `/^Copied\.$/.test((document.querySelector("#token-created .muted") || {}).textContent || "")`)
+		if got := js[string](t, c, `navigator.clipboard.readText()`); got != secret {
+			t.Errorf("the clipboard after Copy holds %q, want the token's secret %q", got, secret)
+		}
+		// Shown once: a reload lists the token by name, and its secret is nowhere on the page.
+		c.steps(t, "reload the settings", chromedp.Reload())
+		c.until(t, "listed after the reload", `[...document.querySelectorAll("#token-list .token-name")].some(e => e.textContent === "claude on the laptop")`)
+		if js[bool](t, c, `!!document.getElementById("token-secret") || !!document.getElementById("token-copy")`) ||
+			strings.Contains(js[string](t, c, `document.documentElement.outerHTML`), secret) {
+			t.Error("after a reload the page still shows the token's secret")
+		}
+		bearer(http.StatusOK) // the token itself lives on
+
 		c.steps(t, "revoke", chromedp.Click(chromedp.CSS("#token-list .token-revoke")))
 		c.steps(t, "confirm", chromedp.Click(chromedp.CSS("#token-list .token-revoke-confirm")))
 		c.until(t, "no tokens", `!!document.getElementById("token-none")`)
@@ -537,6 +561,19 @@ func TestAccountTokensAuditInBrowser(t *testing.T) {
 		a.until(t, "done", `/new password for viewer/.test((document.querySelector(".notice") || {}).textContent || "")`)
 		(&shellServer{URL: d.url}).login(t, "viewer", "viewer-reset-password-3")
 		a.until(t, "the health panel", `!!document.querySelector('#health-panel .health-item[data-backend="bwrap"] .health-ok')`)
+		// No container engine on this machine: that backend is down, with the reason.
+		down := `document.querySelector('#health-panel .health-item[data-backend="container"]')`
+		a.until(t, "the container backend down", down+` && `+down+`.classList.contains("health-down")`)
+		state := js[string](t, a, down+`.querySelector(".badge").textContent`)
+		reason := js[string](t, a, down+`.querySelector(".muted").textContent`)
+		t.Logf("health panel: container %s: %s", state, reason)
+		if state != "unavailable" || !strings.Contains(reason, "container engine") || !strings.Contains(reason, "not reachable") {
+			t.Errorf("health panel: container %q, reason %q; want unavailable, the engine not reachable", state, reason)
+		}
+		if js[bool](t, a, down+`.querySelector(".health-ok") !== null`) {
+			t.Error("the down container backend is also marked ok")
+		}
+		shot(t, a.ctx, "health-container-down-1280x800")
 	})
 
 	t.Run("audit", func(t *testing.T) {
@@ -571,6 +608,28 @@ func TestAccountTokensAuditInBrowser(t *testing.T) {
 		a.steps(t, "apply", chromedp.Click(chromedp.ID("audit-apply")))
 		a.until(t, "nothing on the terminal for viewer here", `!!document.getElementById("audit-empty")`)
 		// A time window in the past holds nothing.
+		a.steps(t, "clear", chromedp.Click(chromedp.ID("audit-clear")))
+		a.until(t, "everything again", `document.querySelectorAll("#audit-table tbody tr").length === 50`)
+		// The agent filter: only that agent's rows, far fewer than all, in the address too.
+		tokened := js[string](t, a, `([...document.querySelectorAll("#audit-agent option")].find(o => o.textContent === "tokened") || {}).value || ""`)
+		if tokened == "" {
+			t.Fatal("the agent filter does not offer viewer's agent tokened to the admin")
+		}
+		choose(t, a, "#audit-agent", tokened)
+		a.steps(t, "apply", chromedp.Click(chromedp.ID("audit-apply")))
+		a.until(t, "only tokened's", `(rs => rs.length > 0 && rs.length < 50 && rs.every(r => r.querySelector(".audit-agent").textContent === "tokened"))([...document.querySelectorAll("#audit-table tbody tr")])`)
+		actions = js[[]string](t, a, `[...document.querySelectorAll("#audit-table .audit-action")].map(e => e.textContent)`)
+		for _, want := range []string{"agent.create", "token.create", "token.revoke"} {
+			if !slices.Contains(actions, want) {
+				t.Errorf("tokened's events %v lack %s", actions, want)
+			}
+		}
+		if slices.Contains(actions, "session.login") {
+			t.Errorf("the agent filter kept logins: %v", actions)
+		}
+		if q, _ := url.ParseQuery(strings.TrimPrefix(js[string](t, a, `location.search`), "?")); q.Get("agent") != tokened {
+			t.Errorf("the agent filter is not in the address: %s", js[string](t, a, `location.search`))
+		}
 		a.steps(t, "clear", chromedp.Click(chromedp.ID("audit-clear")))
 		a.until(t, "everything again", `document.querySelectorAll("#audit-table tbody tr").length === 50`)
 		js[bool](t, a, `(() => { const i = document.getElementById("audit-until"); i.value = "2001-01-01T00:00"; i.dispatchEvent(new Event("change", {bubbles: true})); return true })()`)
