@@ -163,8 +163,8 @@ func chromiumRunning(t testing.TB, m *bridges.Manager, a api.Agent) bool {
 	return strings.TrimSpace(out) != "0"
 }
 
-// testBrowserSandbox: a page's title and a screenshot through the gateway's mux; two clients
-// at once see only their own replies; no TCP port listens in the sandbox; file:/// shows the
+// testBrowserSandbox: a page's title and a screenshot through the gateway's mux; the browser
+// is headless (no desktop runs); two clients at once see only their own replies; no TCP port listens in the sandbox; file:/// shows the
 // sandbox's own files and not the host's.
 func testBrowserSandbox(t *testing.T, m *bridges.Manager, a api.Agent, pageURL, wantTitle string) {
 	s := browserService(t, m)
@@ -176,6 +176,11 @@ func testBrowserSandbox(t *testing.T, m *bridges.Manager, a api.Agent, pageURL, 
 	}
 	png := v.screenshot(t, sv)
 	t.Logf("%s: screenshot %d bytes", a.ID, len(png))
+
+	// No desktop runs in the agent: its browser is headless.
+	if ua := v.eval(t, sv, "navigator.userAgent"); !strings.Contains(ua, "HeadlessChrome") {
+		t.Errorf("navigator.userAgent = %q, want HeadlessChrome (no desktop runs in %s)", ua, a.ID)
+	}
 
 	// Two clients at once, each its own page and calls: no reply of one reaches the other.
 	sa := auto.openPage(t, "data:text/html,<title>auto</title>")
