@@ -5,6 +5,7 @@ package browser
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"image/jpeg"
 	"net"
 	"net/http/httptest"
@@ -19,7 +20,7 @@ import (
 )
 
 // The live view through the gateway's multiplexer and a real helper stream, with Chromium in
-// a bwrap jail or a container: the page's title and a screenshot reach the viewers; a
+// a bwrap jail or a container: the page's title, favicon and a screenshot reach the viewers; a
 // driver's click reaches the page (which records it in its title), a watcher's does not.
 
 func TestViewInJail(t *testing.T) {
@@ -55,9 +56,26 @@ func testViewSandbox(t *testing.T, s *Service, agent api.Agent) {
 	owner.send(Resize{W: 800, H: 600})
 	owner.send(TakeControl{})
 	owner.wait(10*time.Second, "control", owner.holds())
-	owner.send(Navigate{URL: "data:text/html," + url.PathEscape(clickPage)})
+	icon := `<link rel=icon href="` + FaviconPrefix + base64.StdEncoding.EncodeToString(pngOf(t, 16, 16, red, false)) + `">`
+	owner.send(Navigate{URL: "data:text/html," + url.PathEscape(icon+clickPage)})
 	owner.wait(30*time.Second, "the page's title", owner.tabTitle("Porthole test page"))
 	bob.wait(10*time.Second, "the page's title (watcher)", bob.tabTitle("Porthole test page"))
+
+	// The page's favicon, drawn by the sandbox's Chromium, reaches the watcher as a PNG.
+	var favicon string
+	bob.wait(20*time.Second, "the page's favicon", func() bool {
+		tabs, _ := bob.last[OpTabs].(Tabs)
+		for _, tb := range tabs.Tabs {
+			if tb.Active && tb.Favicon != "" {
+				favicon = tb.Favicon
+				return true
+			}
+		}
+		return false
+	})
+	if isRed, _ := iconIsRed(t, favicon); !isRed {
+		t.Errorf("the favicon from the sandbox is not the page's red icon")
+	}
 
 	owner.wait(20*time.Second, "a frame", func() bool { return len(owner.frames) > 0 })
 	bob.wait(20*time.Second, "a frame (watcher)", func() bool { return len(bob.frames) > 0 })
