@@ -218,3 +218,28 @@ func (c *countingClient) Recv(ctx context.Context) ([]byte, error) {
 	}
 	return b, err
 }
+
+// FuzzSanitizeFavicon: whatever the page hands over, the gateway never panics and sends ""
+// or a PNG data URL of at most 8 KiB and 64×64 pixels.
+func FuzzSanitizeFavicon(f *testing.F) {
+	good := pngOf(f, 16, 16, red, false)
+	f.Add(FaviconPrefix + base64.StdEncoding.EncodeToString(good))
+	f.Add(FaviconPrefix + base64.StdEncoding.EncodeToString(bigHeader(good, 1<<20, 1)))
+	f.Add(FaviconPrefix + base64.StdEncoding.EncodeToString(good[:40]))
+	f.Add("data:image/png;base64,")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		out := sanitizeFavicon(s)
+		if out == "" {
+			return
+		}
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(out, FaviconPrefix))
+		if !strings.HasPrefix(out, FaviconPrefix) || err != nil || len(raw) > maxFaviconPNG {
+			t.Fatalf("sanitizeFavicon(%.80q) = %.80q: not a bounded PNG data URL", s, out)
+		}
+		cfg, err := png.DecodeConfig(bytes.NewReader(raw))
+		if err != nil || cfg.Width > maxFaviconSide || cfg.Height > maxFaviconSide {
+			t.Fatalf("sanitizeFavicon(%.80q): %v, %dx%d", s, err, cfg.Width, cfg.Height)
+		}
+	})
+}
