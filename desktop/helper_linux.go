@@ -227,8 +227,13 @@ func (h *helperStream) requestRefresh() {
 	}
 }
 
-func (h *helperStream) sendClipboard(text string) {
+// sendClipboard sends the display's clipboard text, and says when it was cut (size bytes in
+// all, over MaxClipboard).
+func (h *helperStream) sendClipboard(text string, size int) {
 	h.send(Encode(Clipboard{Text: text}))
+	if size > MaxClipboard {
+		h.send(Encode(ClipboardCut{Size: uint32(size)})) // at most maxIncrBytes and a piece
+	}
 }
 
 // reader reads the gateway's frames (bounded) until the stream ends.

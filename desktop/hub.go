@@ -324,6 +324,15 @@ func (h *hub) helperFrame(frame []byte) error {
 				s.wakeup()
 			}
 		}
+	case ClipboardCut:
+		// The gateway's own words: the helper shares the agent's sandbox and sends a number only.
+		msg := fmt.Sprintf("the desktop's clipboard holds %.1f MiB or more; only its first %d MiB was copied to you",
+			float64(m.Size)/(1<<20), MaxClipboard>>20)
+		for _, s := range h.sessions {
+			if s.mode == ModeDrive {
+				s.queueErrLocked(ErrCodeTooLarge, msg)
+			}
+		}
 	case Screenshot:
 		if len(h.shots) == 0 {
 			h.log.Debug("desktop helper sent a screenshot nobody asked for")

@@ -50,6 +50,9 @@ func helperStreamSeeds() [][]byte {
 		cat(Screen{W: 64, H: 64}, Copy{SrcX: 0, SrcY: 0, X: 10, Y: 0, W: 60, H: 10}),
 		cat(Copy{SrcX: 0, SrcY: 0, X: 1, Y: 1, W: 2, H: 2}),
 		cat(Screen{W: 64, H: 64}, ClipRect{CW: 1, CH: 1, W: 1, H: 1, Enc: EncJPEG, Data: []byte{1}}),
+		// A clipboard the helper had to cut; a cut with no clipboard before it.
+		cat(Screen{W: 64, H: 64}, Clipboard{Text: "hi"}, ClipboardCut{Size: 2 << 20}),
+		cat(ClipboardCut{Size: 3 << 20}, ClipboardCut{Size: 3 << 20}),
 	}
 }
 

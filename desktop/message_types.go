@@ -71,7 +71,8 @@ const (
 
 // Helper → gateway opcodes (0xc0–0xff), besides the shared ones above.
 const (
-	OpScreenshot Op = 0xc0 // answer to ScreenshotRequest
+	OpScreenshot   Op = 0xc0 // answer to ScreenshotRequest
+	OpClipboardCut Op = 0xc1 // the Clipboard just sent is the first MaxClipboard bytes of a longer one
 )
 
 // Mode is a viewer's permission on the wire.
@@ -263,6 +264,10 @@ type (
 		W, H   uint16
 		Data   []byte
 	}
+	// ClipboardCut follows a Clipboard that carried only the first MaxClipboard bytes of the
+	// display's clipboard, which held at least Size bytes. The gateway tells drivers in its
+	// own words (the helper shares the agent's sandbox: it sends a number, never text to show).
+	ClipboardCut struct{ Size uint32 }
 )
 
 // ViewerInfo is one attached viewer.
@@ -296,6 +301,7 @@ func (Clipboard) Op() Op         { return OpClipboard }
 func (ErrorMsg) Op() Op          { return OpError }
 func (ModeMsg) Op() Op           { return OpMode }
 func (Screenshot) Op() Op        { return OpScreenshot }
+func (ClipboardCut) Op() Op      { return OpClipboardCut }
 func (Copy) Op() Op              { return OpCopy }
 func (ClipRect) Op() Op          { return OpClipRect }
 
@@ -404,7 +410,8 @@ func (m Clipboard) appendTo(b []byte) []byte { return appendLongString(b, m.Text
 func (m ErrorMsg) appendTo(b []byte) []byte {
 	return appendString(be.AppendUint16(b, uint16(m.Code)), m.Message)
 }
-func (m ModeMsg) appendTo(b []byte) []byte { return append(b, byte(m.Mode)) }
+func (m ModeMsg) appendTo(b []byte) []byte      { return append(b, byte(m.Mode)) }
+func (m ClipboardCut) appendTo(b []byte) []byte { return be.AppendUint32(b, m.Size) }
 func (m Screenshot) appendTo(b []byte) []byte {
 	b = be.AppendUint16(be.AppendUint16(append(b, m.Format), m.W), m.H)
 	return append(b, m.Data...)
@@ -591,6 +598,12 @@ func Decode(b []byte) (Message, error) {
 			d.Fail("screenshot of %d bytes, want 1-%d", len(s.Data), MaxScreenshot)
 		}
 		m = s
+	case OpClipboardCut:
+		c := ClipboardCut{Size: d.U32("size")}
+		if d.Err == nil && c.Size <= MaxClipboard {
+			d.Fail("clipboard cut at %d bytes, within the %d-byte limit", c.Size, MaxClipboard)
+		}
+		m = c
 	default:
 		return nil, fmt.Errorf("%w: unknown opcode 0x%02x", ErrBadFrame, b[0])
 	}

@@ -44,6 +44,7 @@ func sampleMessages() []Message {
 		Copy{SrcX: 100, SrcY: 200, X: 108, Y: 199, W: 640, H: 400},
 		ClipRect{CX: 0, CY: 300, CW: 632, CH: 100, X: -8, Y: 290, W: 640, H: 400, Enc: EncPalette, Data: []byte{1, 0, 0, 0, 255, 255, 255, 0, 0xaa}},
 		Rect{X: 1, Y: 2, W: 3, H: 4, Enc: EncPalette, Data: []byte{0, 10, 20, 30}},
+		ClipboardCut{Size: 2 << 20},
 	}
 }
 
@@ -87,6 +88,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"copy source outside", Encode(Copy{SrcX: 7000, W: 1000, H: 5}), "outside the largest display"},
 		{"copy target outside", Encode(Copy{Y: 4000, W: 10, H: 400}), "outside the largest display"},
 		{"truncated copy", Encode(Copy{W: 1, H: 1})[:11], "truncated at h"},
+		{"clipboard cut within the limit", Encode(ClipboardCut{Size: MaxClipboard}), "within the 1048576-byte limit"},
+		{"truncated clipboard cut", Encode(ClipboardCut{Size: 2 << 20})[:3], "truncated at size"},
 		{"clip outside", Encode(ClipRect{CX: 7680, CW: 1, CH: 1, X: 7680, W: 1, H: 1, Enc: EncJPEG, Data: []byte{1}}), "outside the largest display"},
 		{"empty clip", Encode(ClipRect{CW: 0, CH: 1, W: 1, H: 1, Enc: EncJPEG, Data: []byte{1}}), "outside the largest display"},
 		{"clip outside image", Encode(ClipRect{CX: 0, CW: 10, CH: 10, X: 1, W: 20, H: 20, Enc: EncJPEG, Data: []byte{1}}), "not inside the image"},
