@@ -9,6 +9,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -124,7 +125,8 @@ func newTab(t *testing.T, parent context.Context, vp viewport) *tab {
 	return tb
 }
 
-// noiseFree fails on console errors or warnings (a normal visit writes nothing there).
+// noiseFree fails on console errors or warnings: for visits that are not plain (a page left
+// idle, a refused paste, access removed). A normal visit is held to consoleSilent.
 func noiseFree(t *testing.T, where string, msgs []string) {
 	t.Helper()
 	for _, m := range msgs {
@@ -133,6 +135,37 @@ func noiseFree(t *testing.T, where string, msgs []string) {
 		}
 	}
 }
+
+// consoleSilent fails on anything at all in the console: a normal visit logs nothing, not even
+// a debug line or a note of the app's own. One line is let through while its known cause is
+// still in the app the gateway serves: Chromium's own note that the page deferred the install
+// prompt, which it writes because go-app's app.js calls e.preventDefault() in its
+// beforeinstallprompt listener (third_party/go-app; the fix is to drop that call, as
+// app/cmd/gen could when it patches app.js). Without that call the note must go too.
+func consoleSilent(t *testing.T, base, where string, msgs []string) {
+	t.Helper()
+	deferred := false
+	if resp, err := http.Get(base + "/app.js"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		deferred = deferredInstallJS.Match(b)
+	}
+	let := 0
+	for _, m := range msgs {
+		if deferred && strings.HasPrefix(m, installPromptNote) {
+			let++
+			continue
+		}
+		t.Errorf("%s: console: %s", where, m)
+	}
+	if let > 0 {
+		t.Logf("%s: let through %d× Chromium's %q (go-app's e.preventDefault() in app.js: still to be removed)", where, let, installPromptNote)
+	}
+}
+
+const installPromptNote = "info: Banner not shown: beforeinstallpromptevent.preventDefault() called."
+
+var deferredInstallJS = regexp.MustCompile(`"beforeinstallprompt", \(e\) => \{\s*e\.preventDefault\(\);`)
 
 // layout is what the agent page measures.
 type layout struct {
@@ -308,10 +341,10 @@ func TestDashboardLayouts(t *testing.T) {
 				}
 				shot(t, tb.ctx, pg.name+"-"+vp.name)
 			}
-			noiseFree(t, vp.name, tb.messages())
+			consoleSilent(t, d.url, vp.name, tb.messages())
 		})
 	}
-	noiseFree(t, "first tab", c.messages())
+	consoleSilent(t, d.url, "first tab", c.messages())
 }
 
 // typeIntoTab types into the shown terminal (see typeInto).
@@ -657,7 +690,7 @@ func TestAppStates(t *testing.T) {
 	if n := js[int](t, c, `performance.getEntriesByType("resource").filter(e => new URL(e.name).pathname === "/api/me").length`); n != 1 {
 		t.Errorf("the dashboard asked /api/me %d times, want once", n)
 	}
-	noiseFree(t, "login and dashboard", c.messages())
+	consoleSilent(t, s.URL, "login and dashboard", c.messages())
 	// What follows are error states: the browser itself logs the API's 404 for a missing agent.
 
 	c.steps(t, "a path that is no page", chromedp.Navigate(s.URL+"/no/such/page"))
@@ -844,4 +877,30 @@ func TestDashboardRecentSurfaceAndURL(t *testing.T) {
 		c.until(t, "terminal "+id+" open", fmt.Sprintf(`!!document.querySelector('.terminal-tab.active[data-term-id=%s]') && document.querySelectorAll(".terminal-tab[data-term-id]").length === 2`, quote(id)))
 		c.until(t, "its screen shown", `porthole.term.all().some(x => x.term.element && x.term.element.offsetParent !== null)`)
 	}
+}
+
+// TestNormalVisitConsoleSilent: a person's normal visit, from the address of the app without a
+// session to the login, the dashboard, an agent's terminal (typing in it) and the account page,
+// writes nothing at all to the console.
+func TestNormalVisitConsoleSilent(t *testing.T) {
+	d := startDashSetup(t)
+	c := startChromium(t)
+	c.steps(t, "open the app", chromedp.Navigate(d.url+"/"))
+	c.until(t, "the login form", `location.pathname === "/login" && `+appLoginFormJS)
+	c.steps(t, "log in",
+		chromedp.SendKeys(chromedp.ID("username"), "admin"),
+		chromedp.SendKeys(chromedp.ID("password"), dashAdminPassword),
+		chromedp.Click(chromedp.ID("login-submit")))
+	c.until(t, "the dashboard", `location.pathname === "/" && document.querySelectorAll("li.agent-card[data-state]").length === 3`)
+	c.steps(t, "open the agent", chromedp.Click(chromedp.CSS(fmt.Sprintf(`li.agent-card[data-agent-id=%s] .agent-open`, quote(d.agent.ID)))))
+	c.until(t, "a prompt", promptJS)
+	typeInto(t, c.ctx, "echo quiet-$((6*7))\n")
+	c.until(t, "the echo", lineJS("quiet-42"))
+	c.steps(t, "open the menu", chromedp.Click(chromedp.CSS(".agent-menu-toggle")))
+	c.steps(t, "the account", chromedp.Click(chromedp.CSS(`#agent-menu a[href="/account"]`)))
+	c.until(t, "the account page", `location.pathname === "/account" && document.querySelectorAll("#session-list .session-item").length > 0`)
+	c.steps(t, "back to the dashboard", chromedp.Click(chromedp.ID("nav-agents")))
+	c.until(t, "the dashboard again", `!!document.getElementById("own-agents") && [...document.querySelectorAll(".thumb-lines")].some(p => p.textContent.includes("quiet-42"))`)
+	time.Sleep(time.Second) // anything late (the service worker installed, a socket's end) has its chance
+	consoleSilent(t, d.url, "a normal visit", c.messages())
 }
