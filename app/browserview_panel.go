@@ -281,13 +281,12 @@ func (p *BrowserPanel) renderTabs() app.UI {
 // tabIcon is a tab's favicon: an image only for a PNG data URL (the gateway drew it in the
 // agent's browser and re-encoded it: docs/browser-protocol.md, "Favicons"); anything else is
 // no icon, so the viewer's device never loads from the agent's sites. It is decorative (the
-// title says which tab it is): go-app drops an empty alt attribute, so role=presentation and
-// aria-hidden say so instead.
+// title says which tab it is): an empty alt.
 func tabIcon(favicon string) app.UI {
 	if !strings.HasPrefix(favicon, browser.FaviconPrefix) {
 		return nil
 	}
-	return app.Img().Class("browser-tab-icon").Src("%s", favicon).Role("presentation").Aria("hidden", "true").Width(16).Height(16).
+	return app.Img().Class("browser-tab-icon").Src("%s", favicon).Alt("").Width(16).Height(16).
 		Style("vertical-align", "middle").Style("margin-right", "0.25rem")
 }
 

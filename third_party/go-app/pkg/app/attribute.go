@@ -26,8 +26,9 @@ func (a attributes) Set(name string, value any) {
 		v = toAttributeValue(value)
 	}
 
-	switch v {
-	case "cite",
+	switch name { // upstream switches on v, so these were dropped when empty (alt="", download)
+	case "alt",
+		"cite",
 		"data",
 		"download",
 		"href",
