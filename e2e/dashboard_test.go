@@ -9,7 +9,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -137,35 +136,14 @@ func noiseFree(t *testing.T, where string, msgs []string) {
 }
 
 // consoleSilent fails on anything at all in the console: a normal visit logs nothing, not even
-// a debug line or a note of the app's own. One line is let through while its known cause is
-// still in the app the gateway serves: Chromium's own note that the page deferred the install
-// prompt, which it writes because go-app's app.js calls e.preventDefault() in its
-// beforeinstallprompt listener (third_party/go-app; the fix is to drop that call, as
-// app/cmd/gen could when it patches app.js). Without that call the note must go too.
+// a debug line or a note of the app's own (nor Chromium's note that a page deferred its install
+// prompt: third_party/go-app's app.js no longer calls preventDefault for it).
 func consoleSilent(t *testing.T, base, where string, msgs []string) {
 	t.Helper()
-	deferred := false
-	if resp, err := http.Get(base + "/app.js"); err == nil {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		deferred = deferredInstallJS.Match(b)
-	}
-	let := 0
 	for _, m := range msgs {
-		if deferred && strings.HasPrefix(m, installPromptNote) {
-			let++
-			continue
-		}
 		t.Errorf("%s: console: %s", where, m)
 	}
-	if let > 0 {
-		t.Logf("%s: let through %d× Chromium's %q (go-app's e.preventDefault() in app.js: still to be removed)", where, let, installPromptNote)
-	}
 }
-
-const installPromptNote = "info: Banner not shown: beforeinstallpromptevent.preventDefault() called."
-
-var deferredInstallJS = regexp.MustCompile(`"beforeinstallprompt", \(e\) => \{\s*e\.preventDefault\(\);`)
 
 // layout is what the agent page measures.
 type layout struct {
