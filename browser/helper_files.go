@@ -29,6 +29,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/porthole/porthole/internal/wire"
 )
 
 // FilesStreamKind is the helper stream of the live view's uploads and downloads.
@@ -77,7 +79,7 @@ func serveFiles(stream net.Conn) error {
 		if err != nil {
 			return err
 		}
-		return writeFilesOK(stream, appendString(nil, path))
+		return writeFilesOK(stream, wire.AppendStr(nil, path))
 	case filesGet:
 		name, err := readFilesName(stream)
 		if err != nil {
@@ -109,7 +111,7 @@ func serveFiles(stream net.Conn) error {
 		if err != nil {
 			return err
 		}
-		return writeFilesOK(stream, appendString(nil, dir))
+		return writeFilesOK(stream, wire.AppendStr(nil, dir))
 	}
 	return fmt.Errorf("unknown files op %d", op[0])
 }
@@ -140,7 +142,7 @@ func writeFilesOK(w io.Writer, fields []byte) error {
 }
 
 func writeFilesErr(w io.Writer, err error) {
-	w.Write(appendString([]byte{1}, err.Error()))
+	w.Write(wire.AppendStr([]byte{1}, err.Error()))
 }
 
 // downloadsDirLocal is ~/Downloads in the sandbox, created if needed.

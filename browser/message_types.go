@@ -13,7 +13,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/porthole/porthole/internal/wire"
 )
@@ -381,22 +380,24 @@ func (m Wheel) appendTo(b []byte) []byte {
 	return append(be.AppendUint16(be.AppendUint16(b, uint16(m.DX)), uint16(m.DY)), m.Modifiers)
 }
 func (m Key) appendTo(b []byte) []byte {
-	return appendString(appendString(append(b, b2u(m.Down), m.Modifiers), m.Code), m.Key)
+	return wire.AppendStr(wire.AppendStr(append(b, b2u(m.Down), m.Modifiers), m.Code), m.Key)
 }
-func (m Text) appendTo(b []byte) []byte         { return appendString(b, m.Text) }
+func (m Text) appendTo(b []byte) []byte         { return wire.AppendStr(b, m.Text) }
 func (m Ack) appendTo(b []byte) []byte          { return be.AppendUint32(b, m.Seq) }
 func (TakeControl) appendTo(b []byte) []byte    { return b }
 func (ReleaseControl) appendTo(b []byte) []byte { return b }
 func (m Resize) appendTo(b []byte) []byte       { return be.AppendUint16(be.AppendUint16(b, m.W), m.H) }
-func (m Navigate) appendTo(b []byte) []byte     { return appendString(b, m.URL) }
+func (m Navigate) appendTo(b []byte) []byte     { return wire.AppendStr(b, m.URL) }
 func (m History) appendTo(b []byte) []byte      { return append(b, m.Action) }
-func (m TabNew) appendTo(b []byte) []byte       { return appendString(b, m.URL) }
-func (m TabSwitch) appendTo(b []byte) []byte    { return appendString(b, m.ID) }
-func (m TabClose) appendTo(b []byte) []byte     { return appendString(b, m.ID) }
+func (m TabNew) appendTo(b []byte) []byte       { return wire.AppendStr(b, m.URL) }
+func (m TabSwitch) appendTo(b []byte) []byte    { return wire.AppendStr(b, m.ID) }
+func (m TabClose) appendTo(b []byte) []byte     { return wire.AppendStr(b, m.ID) }
 func (m DialogAnswer) appendTo(b []byte) []byte {
-	return appendString(append(b, b2u(m.Accept)), m.Prompt)
+	return wire.AppendStr(append(b, b2u(m.Accept)), m.Prompt)
 }
-func (m FileBegin) appendTo(b []byte) []byte    { return be.AppendUint32(appendString(b, m.Name), m.Size) }
+func (m FileBegin) appendTo(b []byte) []byte {
+	return be.AppendUint32(wire.AppendStr(b, m.Name), m.Size)
+}
 func (m FileData) appendTo(b []byte) []byte     { return append(b, m.Data...) }
 func (m FileDone) appendTo(b []byte) []byte     { return append(b, b2u(m.Cancel)) }
 func (Refresh) appendTo(b []byte) []byte        { return b }
@@ -405,14 +406,14 @@ func (m SelectPopup) appendTo(b []byte) []byte {
 	n := min(len(m.Options), MaxOptions)
 	b = be.AppendUint16(be.AppendUint32(append(b, b2u(m.Open)), uint32(m.Selected)), uint16(n))
 	for _, o := range m.Options[:n] {
-		b = append(appendString(b, o.Label), b2u(o.Disabled))
+		b = append(wire.AppendStr(b, o.Label), b2u(o.Disabled))
 	}
 	return b
 }
 
 func (m Hello) appendTo(b []byte) []byte {
 	b = append(be.AppendUint16(b, m.Version), byte(m.Mode))
-	return appendString(appendString(b, m.ViewerID), m.ViewerName)
+	return wire.AppendStr(wire.AppendStr(b, m.ViewerID), m.ViewerName)
 }
 func (m Frame) appendTo(b []byte) []byte {
 	b = be.AppendUint32(b, m.Seq)
@@ -424,69 +425,44 @@ func (m Tabs) appendTo(b []byte) []byte {
 	n := min(len(m.Tabs), MaxTabs)
 	b = be.AppendUint16(b, uint16(n))
 	for _, t := range m.Tabs[:n] {
-		b = appendString(appendString(appendString(appendString(b, t.ID), t.Title), t.URL), t.Favicon)
+		b = wire.AppendStr(wire.AppendStr(wire.AppendStr(wire.AppendStr(b, t.ID), t.Title), t.URL), t.Favicon)
 		b = append(b, b2u(t.Active))
 	}
 	return b
 }
 func (m Nav) appendTo(b []byte) []byte {
-	return append(appendString(b, m.URL), b2u(m.CanBack), b2u(m.CanForward), b2u(m.Loading))
+	return append(wire.AppendStr(b, m.URL), b2u(m.CanBack), b2u(m.CanForward), b2u(m.Loading))
 }
 func (m Dialog) appendTo(b []byte) []byte {
 	b = append(b, b2u(m.Open))
-	return appendString(appendString(appendString(appendString(b, m.Type), m.Message), m.Default), m.URL)
+	return wire.AppendStr(wire.AppendStr(wire.AppendStr(wire.AppendStr(b, m.Type), m.Message), m.Default), m.URL)
 }
 func (m FileChooser) appendTo(b []byte) []byte { return append(b, b2u(m.Open), b2u(m.Multiple)) }
 func (m Downloads) appendTo(b []byte) []byte {
 	n := min(len(m.Downloads), MaxDownloads)
 	b = be.AppendUint16(b, uint16(n))
 	for _, d := range m.Downloads[:n] {
-		b = appendString(appendString(appendString(b, d.ID), d.Name), d.URL)
+		b = wire.AppendStr(wire.AppendStr(wire.AppendStr(b, d.ID), d.Name), d.URL)
 		b = be.AppendUint64(be.AppendUint64(b, d.Received), d.Total)
 		b = append(b, d.State)
 	}
 	return b
 }
 func (m Control) appendTo(b []byte) []byte {
-	return append(appendString(appendString(b, m.HolderID), m.HolderName), b2u(m.Automating))
+	return append(wire.AppendStr(wire.AppendStr(b, m.HolderID), m.HolderName), b2u(m.Automating))
 }
 func (m Viewers) appendTo(b []byte) []byte {
 	n := min(len(m.Viewers), MaxViewers)
 	b = be.AppendUint16(b, uint16(n))
 	for _, v := range m.Viewers[:n] {
-		b = append(appendString(appendString(b, v.ID), v.Name), byte(v.Mode))
+		b = append(wire.AppendStr(wire.AppendStr(b, v.ID), v.Name), byte(v.Mode))
 	}
 	return b
 }
 func (m ErrorMsg) appendTo(b []byte) []byte {
-	return appendString(be.AppendUint16(b, uint16(m.Code)), m.Message)
+	return wire.AppendStr(be.AppendUint16(b, uint16(m.Code)), m.Message)
 }
 func (m ModeMsg) appendTo(b []byte) []byte { return append(b, byte(m.Mode)) }
-
-// appendString writes a u16 length and the bytes, cut at 65535 bytes on a rune boundary
-// (invalid UTF-8 is replaced: strings from the page are the agent's, and the wire is UTF-8).
-func appendString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		s = string([]rune(s))
-	}
-	s = cutUTF8(s, 0xffff)
-	return append(be.AppendUint16(b, uint16(len(s))), s...)
-}
-
-// cutUTF8 shortens s to at most n bytes without splitting a rune.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.RuneStart(s[len(s)-1]) {
-		s = s[:len(s)-1]
-	}
-	if len(s) > 0 {
-		s = s[:len(s)-1] // the now incomplete last rune
-	}
-	return s
-}
 
 // ErrBadMessage is wrapped by every Decode error.
 var ErrBadMessage = errors.New("bad browser message")

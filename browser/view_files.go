@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/internal/wire"
 )
 
 // The gateway's half of uploads (a file chooser's files, from the viewer's device into the
@@ -143,7 +144,7 @@ func (h *viewHub) upload(ctx context.Context, s *viewSession, session string, m 
 			return fail(err)
 		}
 		u.conn, u.w, u.name, u.remaining = c, bufio.NewWriterSize(c, 64<<10), name, uint64(m.Size)
-		hdr := appendString([]byte{filesPut}, name)
+		hdr := wire.AppendStr([]byte{filesPut}, name)
 		u.w.Write(binary.BigEndian.AppendUint64(hdr, uint64(m.Size)))
 		if m.Size == 0 {
 			return h.endFile(s)
@@ -246,7 +247,7 @@ func (s *Service) serveDownload(w http.ResponseWriter, r *http.Request, agent ap
 	defer stop()
 	c.SetDeadline(time.Now().Add(30 * time.Minute))
 	br := bufio.NewReader(c)
-	_, err = c.Write(appendString([]byte{filesGet}, name))
+	_, err = c.Write(wire.AppendStr([]byte{filesGet}, name))
 	if err == nil {
 		err = readFilesReply(br)
 	}

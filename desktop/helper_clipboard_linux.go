@@ -10,6 +10,8 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xfixes"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/porthole/porthole/internal/wire"
 )
 
 // clipboard is the display's CLIPBOARD selection, text only, through its own X connection:
@@ -206,7 +208,7 @@ func (c *clipboard) readPiece() {
 func (c *clipboard) report(b []byte, size int) {
 	text := string(b)
 	if size > MaxClipboard || len(text) > MaxClipboard {
-		text = cutUTF8(text, MaxClipboard)
+		text = wire.CutUTF8(text, MaxClipboard)
 	}
 	if !utf8.ValidString(text) {
 		return

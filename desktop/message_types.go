@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"unicode/utf8"
 
 	"github.com/porthole/porthole/internal/wire"
 )
@@ -334,23 +333,23 @@ func (m Key) appendTo(b []byte) []byte {
 	if m.Down {
 		d = 1
 	}
-	return appendString(append(b, d), m.Code)
+	return wire.AppendStr(append(b, d), m.Code)
 }
-func (m Text) appendTo(b []byte) []byte         { return appendString(b, m.Text) }
+func (m Text) appendTo(b []byte) []byte         { return wire.AppendStr(b, m.Text) }
 func (m Ack) appendTo(b []byte) []byte          { return be.AppendUint32(b, m.Seq) }
 func (TakeControl) appendTo(b []byte) []byte    { return b }
 func (ReleaseControl) appendTo(b []byte) []byte { return b }
 func (m ResizeRequest) appendTo(b []byte) []byte {
 	return be.AppendUint16(be.AppendUint16(b, m.W), m.H)
 }
-func (m SetClipboard) appendTo(b []byte) []byte      { return appendLongString(b, m.Text) }
+func (m SetClipboard) appendTo(b []byte) []byte      { return wire.AppendLongStr(b, m.Text, MaxClipboard) }
 func (Refresh) appendTo(b []byte) []byte             { return b }
 func (m ScreenshotRequest) appendTo(b []byte) []byte { return append(b, m.Format, m.Scale) }
 func (m Lag) appendTo(b []byte) []byte               { return append(b, m.Frames) }
 
 func (m Hello) appendTo(b []byte) []byte {
 	b = append(be.AppendUint16(b, m.Version), byte(m.Mode))
-	return appendString(appendString(b, m.ViewerID), m.ViewerName)
+	return wire.AppendStr(wire.AppendStr(b, m.ViewerID), m.ViewerName)
 }
 func (m Screen) appendTo(b []byte) []byte { return be.AppendUint16(be.AppendUint16(b, m.W), m.H) }
 func (m Rect) appendTo(b []byte) []byte {
@@ -396,52 +395,25 @@ func (m Control) appendTo(b []byte) []byte {
 	if m.Agent {
 		a = 1
 	}
-	return append(appendString(appendString(b, m.HolderID), m.HolderName), a)
+	return append(wire.AppendStr(wire.AppendStr(b, m.HolderID), m.HolderName), a)
 }
 func (m Viewers) appendTo(b []byte) []byte {
 	n := min(len(m.Viewers), MaxViewers)
 	b = be.AppendUint16(b, uint16(n))
 	for _, v := range m.Viewers[:n] {
-		b = append(appendString(appendString(b, v.ID), v.Name), byte(v.Mode))
+		b = append(wire.AppendStr(wire.AppendStr(b, v.ID), v.Name), byte(v.Mode))
 	}
 	return b
 }
-func (m Clipboard) appendTo(b []byte) []byte { return appendLongString(b, m.Text) }
+func (m Clipboard) appendTo(b []byte) []byte { return wire.AppendLongStr(b, m.Text, MaxClipboard) }
 func (m ErrorMsg) appendTo(b []byte) []byte {
-	return appendString(be.AppendUint16(b, uint16(m.Code)), m.Message)
+	return wire.AppendStr(be.AppendUint16(b, uint16(m.Code)), m.Message)
 }
 func (m ModeMsg) appendTo(b []byte) []byte      { return append(b, byte(m.Mode)) }
 func (m ClipboardCut) appendTo(b []byte) []byte { return be.AppendUint32(b, m.Size) }
 func (m Screenshot) appendTo(b []byte) []byte {
 	b = be.AppendUint16(be.AppendUint16(append(b, m.Format), m.W), m.H)
 	return append(b, m.Data...)
-}
-
-// appendString writes a u16 length and the bytes, cut at 65535 bytes on a rune boundary.
-func appendString(b []byte, s string) []byte {
-	s = cutUTF8(s, 0xffff)
-	return append(be.AppendUint16(b, uint16(len(s))), s...)
-}
-
-// appendLongString writes a u32 length and the bytes, cut at MaxClipboard on a rune boundary.
-func appendLongString(b []byte, s string) []byte {
-	s = cutUTF8(s, MaxClipboard)
-	return append(be.AppendUint32(b, uint32(len(s))), s...)
-}
-
-// cutUTF8 shortens s to at most n bytes without splitting a rune.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.RuneStart(s[len(s)-1]) {
-		s = s[:len(s)-1]
-	}
-	if len(s) > 0 {
-		s = s[:len(s)-1] // the now incomplete last rune
-	}
-	return s
 }
 
 // ErrBadFrame is wrapped by every Decode error.

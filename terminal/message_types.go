@@ -281,8 +281,8 @@ func (m Hello) appendTo(b []byte) []byte {
 	b = be.AppendUint16(b, m.Version)
 	b = append(b, byte(m.Mode))
 	b = be.AppendUint32(b, m.Window)
-	b = appendString(b, m.ViewerID)
-	return appendString(b, m.ViewerName)
+	b = wire.AppendStr(b, m.ViewerID)
+	return wire.AppendStr(b, m.ViewerName)
 }
 func (m List) appendTo(b []byte) []byte {
 	n := min(len(m.Terminals), 0xffff)
@@ -292,7 +292,7 @@ func (m List) appendTo(b []byte) []byte {
 		b = be.AppendUint16(b, t.Cols)
 		b = be.AppendUint16(b, t.Rows)
 		b = be.AppendUint64(b, t.Seq)
-		b = appendString(b, t.Title)
+		b = wire.AppendStr(b, t.Title)
 		b = appendViewers(b, t.Viewers)
 	}
 	return b
@@ -321,13 +321,13 @@ func (m Gap) appendTo(b []byte) []byte {
 func (m Exit) appendTo(b []byte) []byte {
 	b = be.AppendUint32(b, m.ID)
 	b = be.AppendUint32(b, uint32(m.Code))
-	return appendString(b, m.Reason)
+	return wire.AppendStr(b, m.Reason)
 }
-func (m Title) appendTo(b []byte) []byte { return appendString(be.AppendUint32(b, m.ID), m.Title) }
+func (m Title) appendTo(b []byte) []byte { return wire.AppendStr(be.AppendUint32(b, m.ID), m.Title) }
 func (m ErrorMsg) appendTo(b []byte) []byte {
 	b = be.AppendUint32(b, m.ID)
 	b = be.AppendUint16(b, uint16(m.Code))
-	return appendString(b, m.Message)
+	return wire.AppendStr(b, m.Message)
 }
 func (m Viewers) appendTo(b []byte) []byte { return appendViewers(be.AppendUint32(b, m.ID), m.Viewers) }
 func (m ModeMsg) appendTo(b []byte) []byte { return append(be.AppendUint32(b, m.ID), byte(m.Mode)) }
@@ -338,27 +338,12 @@ func (m Size) appendTo(b []byte) []byte {
 	return be.AppendUint16(b, m.Rows)
 }
 
-// appendString writes a u16 length and the bytes, truncating at 65535 bytes on a rune boundary.
-func appendString(b []byte, s string) []byte {
-	if len(s) > 0xffff {
-		s = s[:0xffff]
-		for len(s) > 0 && !utf8.RuneStart(s[len(s)-1]) {
-			s = s[:len(s)-1]
-		}
-		if len(s) > 0 { // drop the (now incomplete) last rune
-			s = s[:len(s)-1]
-		}
-	}
-	b = be.AppendUint16(b, uint16(len(s)))
-	return append(b, s...)
-}
-
 func appendViewers(b []byte, vs []ViewerInfo) []byte {
 	n := min(len(vs), 0xffff)
 	b = be.AppendUint16(b, uint16(n))
 	for _, v := range vs[:n] {
-		b = appendString(b, v.ID)
-		b = appendString(b, v.Name)
+		b = wire.AppendStr(b, v.ID)
+		b = wire.AppendStr(b, v.Name)
 		b = append(b, byte(v.Mode))
 	}
 	return b

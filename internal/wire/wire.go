@@ -130,3 +130,44 @@ func (d *Decoder) Rest() []byte {
 	d.B = nil
 	return v
 }
+
+// The writing half: what every surface's encoder appends for a string field.
+
+// AppendStr appends s after its uint16 length: cut to 65535 bytes on a rune boundary, invalid
+// UTF-8 replaced (U+FFFD), so that the field always decodes with Str.
+func AppendStr(b []byte, s string) []byte {
+	s = CutUTF8(validUTF8(s), 0xffff)
+	return append(binary.BigEndian.AppendUint16(b, uint16(len(s))), s...)
+}
+
+// AppendLongStr appends s after its uint32 length, cut to limit bytes on a rune boundary,
+// invalid UTF-8 replaced, so that the field decodes with LongStr(limit).
+func AppendLongStr(b []byte, s string, limit int) []byte {
+	s = CutUTF8(validUTF8(s), limit)
+	return append(binary.BigEndian.AppendUint32(b, uint32(len(s))), s...)
+}
+
+// CutUTF8 shortens valid UTF-8 s to at most n bytes without splitting a rune.
+func CutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	// Drop the last rune if the cut split it: at most utf8.UTFMax-1 bytes of it are left.
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if r, size := utf8.DecodeRuneInString(s[i:]); r == utf8.RuneError && size <= 1 {
+				return s[:i]
+			}
+			break
+		}
+	}
+	return s
+}
+
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return string([]rune(s))
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var errBad = errors.New("bad frame")
@@ -44,5 +45,49 @@ func TestDecoder(t *testing.T) {
 		case tt.wantErr != "" && (d.Err == nil || !strings.Contains(d.Err.Error(), tt.wantErr) || !errors.Is(d.Err, errBad)):
 			t.Errorf("%s: error %v, want one wrapping %v with %q", tt.name, d.Err, errBad, tt.wantErr)
 		}
+	}
+}
+
+func TestCutUTF8(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abc", 5, "abc"},
+		{"abc", 3, "abc"},
+		{"abc", 2, "ab"}, // a cut on a rune boundary keeps the last rune whole
+		{"a€b", 1, "a"},
+		{"a€b", 2, "a"}, // inside €
+		{"a€b", 3, "a"},
+		{"a€b", 4, "a€"},
+		{"€", 0, ""},
+		{"😀😀", 5, "😀"},
+		{"😀😀", 7, "😀"},
+		{"😀😀", 8, "😀😀"},
+	} {
+		if got := CutUTF8(c.s, c.n); got != c.want {
+			t.Errorf("CutUTF8(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
+
+func TestAppendStrDecodes(t *testing.T) {
+	long := strings.Repeat("é", 40000) // 80000 bytes: over a u16 length
+	for _, s := range []string{"", "hello", "bad \xff utf-8", long} {
+		b := AppendStr([]byte{7}, s)
+		d := NewDecoder(b, errors.New("bad"))
+		got := d.Str("s")
+		if d.Err != nil || len(d.B) != 0 || !utf8.ValidString(got) || len(got) > 0xffff {
+			t.Errorf("AppendStr(%.20q) decodes to %d bytes, %v", s, len(got), d.Err)
+		}
+		if utf8.ValidString(s) && !strings.HasPrefix(s, got) {
+			t.Errorf("AppendStr(%.20q) decodes to a string that is not its prefix", s)
+		}
+	}
+	b := AppendLongStr([]byte{7}, long, 1001)
+	d := NewDecoder(b, errors.New("bad"))
+	if got := d.LongStr("s", 1001); d.Err != nil || got != strings.Repeat("é", 500) {
+		t.Errorf("AppendLongStr cut at 1001 bytes decodes to %d bytes, %v; want 1000", len(got), d.Err)
 	}
 }
