@@ -175,7 +175,7 @@ func (c *termClient) handle(m terminal.Message) {
 		if m.Code >= 0 {
 			st.reason = fmt.Sprintf("%s (status %d)", st.reason, m.Code)
 		}
-		c.sink.notice(m.ID, "terminal ended: "+st.reason)
+		c.sink.notice(m.ID, "terminal ended: "+endedText(st.reason)) // a sentence, never the helper's raw words
 		c.applyMode(st)
 	case terminal.Title:
 		if st := c.terms[m.ID]; st != nil {

@@ -157,7 +157,7 @@ func TestTermClientListBeforeExit(t *testing.T) {
 	if v := c.view(); v.Ended != "closed by alice (status 129)" || !v.Tabs[1].Exited {
 		t.Errorf("view = %+v, want terminal 2 ended with the Exit's reason", v)
 	}
-	if n := s.notices[2]; len(n) != 1 || n[0] != "terminal ended: closed by alice (status 129)" {
+	if n := s.notices[2]; len(n) != 1 || n[0] != "terminal ended: closed by alice. Open a new terminal to go on." {
 		t.Errorf("notices = %q, want one with the Exit's reason", n)
 	}
 	c.handle(terminal.Exit{ID: 2, Code: 0, Reason: "again"})
