@@ -95,9 +95,7 @@ func (s *Service) statusAutomation(agentID string) {
 func (s *Service) Status(agentID string) surface.Status {
 	var last *shot
 	viewing := false
-	s.vmu.Lock()
-	h := s.hubs[agentID]
-	s.vmu.Unlock()
+	h, _ := s.hubs.Get(agentID)
 	if h != nil {
 		select {
 		case <-h.ready:

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -51,11 +50,7 @@ type viewState struct {
 	vctx    context.Context // ends at Close
 	vcancel context.CancelCauseFunc
 
-	vmu     sync.Mutex
-	hubs    map[string]*viewHub
-	vclosed bool
-
-	vwg sync.WaitGroup // hubs' goroutines
+	hubs *surface.Hubs[*viewHub] // owns the hubs' goroutines
 
 	// viewClient opens the live view's CDP client of an agent's browser: newClient(ctx,
 	// agent, "view") by default; tests give a client of a local Chromium.
@@ -68,7 +63,6 @@ type viewState struct {
 
 func (s *Service) initView() {
 	s.vctx, s.vcancel = context.WithCancelCause(context.Background())
-	s.hubs = map[string]*viewHub{}
 	// The CDP side refuses the agent's automation input while a person holds control of
 	// the agent's screens (here or on its desktop: surface.Handoff).
 	s.cdpInputAllowed = func(agentID string) (bool, string) {
@@ -79,6 +73,7 @@ func (s *Service) initView() {
 		return s.newClient(ctx, agent, "view")
 	}
 	s.viewGrace = defaultViewGrace
+	s.hubs = surface.NewHubs[*viewHub](func() time.Duration { return s.viewGrace }, errViewIdle)
 }
 
 // ModeOf maps a granted level to the wire's Mode.
@@ -93,62 +88,18 @@ func ModeOf(l api.Level) Mode {
 // as on the desktop, so a client knows whether its own tab holds control.
 func ConnID(v Viewer) string { return fmt.Sprintf("%s#%d", v.ID, v.Conn) }
 
-// acquireView returns the agent's hub, starting it if needed, and counts one user of it.
-func (s *Service) acquireView(agent api.Agent) (*viewHub, error) {
-	s.vmu.Lock()
-	defer s.vmu.Unlock()
-	if s.vclosed {
-		return nil, errViewClosed
-	}
-	h := s.hubs[agent.ID]
-	if h == nil || h.ctx.Err() != nil { // none, or one that ended and is not yet forgotten
-		h = newViewHub(s, agent)
+// acquireView returns a use of the agent's hub, starting it if needed; the caller releases it.
+func (s *Service) acquireView(agent api.Agent) (*surface.HubUse[*viewHub], error) {
+	u, ok := s.hubs.Acquire(agent.ID, func() *viewHub {
+		h := newViewHub(s, agent)
 		h.stopWatch = s.cfg.Handoff.Watch(agent.ID, h.syncHandoff)
 		h.syncHandoff()
-		s.hubs[agent.ID] = h
-		s.vwg.Add(1)
-		go h.run() // owner: Service (vwg); exits when the browser connection ends, idle, or Close
-	}
-	h.users++
-	h.graceGen++
-	if h.graceTimer != nil {
-		h.graceTimer.Stop()
-		h.graceTimer = nil
-	}
-	return h, nil
-}
-
-// releaseView ends one use of h; the last one starts the grace period.
-func (s *Service) releaseView(h *viewHub) {
-	s.vmu.Lock()
-	defer s.vmu.Unlock()
-	if h.users--; h.users > 0 {
-		return
-	}
-	gen := h.graceGen
-	h.graceTimer = time.AfterFunc(s.viewGrace, func() {
-		s.vmu.Lock()
-		idle := h.users == 0 && h.graceGen == gen
-		if idle && s.hubs[h.agent.ID] == h {
-			delete(s.hubs, h.agent.ID)
-		}
-		s.vmu.Unlock()
-		if idle {
-			h.cancel(errViewIdle)
-		}
+		return h
 	})
-}
-
-// forgetView unmaps h once it ended (the next viewer starts a new hub).
-func (s *Service) forgetView(h *viewHub) {
-	s.vmu.Lock()
-	if s.hubs[h.agent.ID] == h {
-		delete(s.hubs, h.agent.ID)
+	if !ok {
+		return nil, errViewClosed
 	}
-	if h.graceTimer != nil {
-		h.graceTimer.Stop()
-	}
-	s.vmu.Unlock()
+	return u, nil
 }
 
 // viewRoutes: GET download?id= sends a finished download to the viewer's device (drive).
@@ -158,29 +109,13 @@ func (s *Service) viewRoutes() []surface.Route {
 
 // closeViewAgent ends the agent's live view and every viewer of it.
 func (s *Service) closeViewAgent(agentID string) {
-	s.vmu.Lock()
-	h := s.hubs[agentID]
-	delete(s.hubs, agentID)
-	s.vmu.Unlock()
-	if h != nil {
-		h.cancel(fmt.Errorf("%w: the agent was stopped", errBrowserGone))
-	}
+	s.hubs.End(agentID, fmt.Errorf("%w: the agent was stopped", errBrowserGone))
 }
 
 // closeView ends every hub and viewer and waits for the hubs' goroutines.
 func (s *Service) closeView() {
-	s.vmu.Lock()
-	s.vclosed = true
-	hubs := make([]*viewHub, 0, len(s.hubs))
-	for _, h := range s.hubs {
-		hubs = append(hubs, h)
-	}
-	s.vmu.Unlock()
 	s.vcancel(errViewClosed)
-	for _, h := range hubs {
-		h.cancel(errViewClosed)
-	}
-	s.vwg.Wait()
+	s.hubs.Close(errViewClosed)
 }
 
 // serveView runs one viewer's WebSocket until it closes or ctx ends; the server has
@@ -192,11 +127,12 @@ func (s *Service) serveView(ctx context.Context, ws *websocket.Conn, agent api.A
 	stopSvc := context.AfterFunc(s.vctx, func() { cancel(errViewClosed) })
 	defer stopSvc()
 
-	h, err := s.acquireView(agent)
+	use, err := s.acquireView(agent)
 	if err != nil {
 		return err
 	}
-	defer s.releaseView(h)
+	defer use.Release()
+	h := use.Hub
 	sess := newViewSession(h, ws, v, cancel)
 	if err := h.join(ctx, sess); err != nil {
 		ws.SetWriteDeadline(time.Now().Add(time.Second))

@@ -217,9 +217,7 @@ func (h *viewHub) endFile(s *viewSession) error {
 // serveDownload sends a finished download (?id=<download id>) to the viewer's device.
 func (s *Service) serveDownload(w http.ResponseWriter, r *http.Request, agent api.Agent, v Viewer) {
 	id := r.URL.Query().Get("id")
-	s.vmu.Lock()
-	h := s.hubs[agent.ID]
-	s.vmu.Unlock()
+	h, _ := s.hubs.Get(agent.ID)
 	name := ""
 	if h != nil {
 		h.mu.Lock()

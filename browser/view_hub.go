@@ -47,11 +47,6 @@ type viewHub struct {
 	iconWorldIn string
 	cdp         *cdpCaller // set before ready
 
-	// Guarded by Service.vmu.
-	users      int
-	graceGen   uint64
-	graceTimer *time.Timer
-
 	mu             sync.Mutex
 	ended          bool
 	endErr         error
@@ -130,14 +125,21 @@ func (h *viewHub) wake() {
 	}
 }
 
-// run opens the CDP client, sets the view up and works until the hub ends.
-func (h *viewHub) run() {
-	defer h.s.vwg.Done()
+var _ surface.Hub = (*viewHub)(nil)
+
+// Run opens the CDP client, sets the view up and works until the hub ends (surface.Hub: the
+// Service's Hubs own the goroutine).
+func (h *viewHub) Run() {
 	err := h.serve()
 	h.end(err)
-	h.s.forgetView(h)
 	h.s.statusChanged(h.agent.ID) // the dashboard: the browser is no longer connected
 }
+
+// End makes the hub end with cause (surface.Hub).
+func (h *viewHub) End(cause error) { h.cancel(cause) }
+
+// Ending reports whether the hub ended or is ending (surface.Hub).
+func (h *viewHub) Ending() bool { return h.ctx.Err() != nil }
 
 func (h *viewHub) serve() error {
 	octx, ocancel := context.WithTimeout(h.ctx, viewOpenTimeout)

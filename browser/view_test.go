@@ -320,10 +320,7 @@ func TestViewGoroutinesEnd(t *testing.T) {
 		// The idle hub ends by itself after its grace.
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			s.vmu.Lock()
-			n := len(s.hubs)
-			s.vmu.Unlock()
-			if n == 0 {
+			if s.hubs.Len() == 0 {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -444,12 +444,12 @@ func (s *Service) screenshot(ctx context.Context, agent api.Agent, format, scale
 	if scale > 100 {
 		return Screenshot{}, badAction("scale %d%% is over 100", scale)
 	}
-	h, err := s.acquire(agent)
+	use, err := s.acquire(agent)
 	if err != nil {
 		return Screenshot{}, err
 	}
-	defer s.release(h)
-	return h.screenshot(ctx, format, scale)
+	defer use.Release()
+	return use.Hub.screenshot(ctx, format, scale)
 }
 
 func (h *hub) screenshot(ctx context.Context, format, scale uint8) (Screenshot, error) {
@@ -552,11 +552,12 @@ func (s *Service) action(ctx context.Context, agent api.Agent, v Viewer, a Actio
 			return ActionResult{}, err
 		}
 	}
-	h, err := s.acquire(agent)
+	use, err := s.acquire(agent)
 	if err != nil {
 		return ActionResult{}, err
 	}
-	defer s.release(h)
+	defer use.Release()
+	h := use.Hub
 	wctx, cancel := context.WithTimeoutCause(ctx, openTimeout, ErrTimeout)
 	err = h.waitScreen(wctx)
 	cancel()

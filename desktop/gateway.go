@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -134,11 +133,7 @@ type Service struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelCauseFunc
 
-	mu     sync.Mutex
-	hubs   map[string]*hub
-	closed bool
-
-	wg sync.WaitGroup // hubs' goroutines
+	hubs *surface.Hubs[*hub] // owns the hubs' goroutines
 
 	status statusState // the dashboard's (status.go)
 }
@@ -170,7 +165,7 @@ func NewService(cfg Config, open OpenFunc) *Service {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Service{cfg: cfg, open: open, log: cfg.Logger.With("surface", "desktop"),
-		ctx: ctx, cancel: cancel, hubs: map[string]*hub{}}
+		ctx: ctx, cancel: cancel, hubs: surface.NewHubs[*hub](func() time.Duration { return cfg.Grace }, errIdle)}
 }
 
 // Surface is the desktop as cmd/porthole lists it: the helper's handler of StreamKind
@@ -192,63 +187,19 @@ func NewGateway(env surface.Env) (surface.Gateway, error) {
 	}), nil
 }
 
-// acquire returns the agent's hub, starting it (and its helper stream) if needed, and
-// counts one user of it until release.
-func (s *Service) acquire(agent api.Agent) (*hub, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	h := s.hubs[agent.ID]
-	if h == nil || h.ctx.Err() != nil { // none, or one that ended and is not yet forgotten
-		h = newHub(s, agent)
+// acquire returns a use of the agent's hub, starting it (and its helper stream) if needed;
+// the caller releases it.
+func (s *Service) acquire(agent api.Agent) (*surface.HubUse[*hub], error) {
+	u, ok := s.hubs.Acquire(agent.ID, func() *hub {
+		h := newHub(s, agent)
 		h.stopWatch = s.cfg.Handoff.Watch(agent.ID, h.syncHandoff)
 		h.syncHandoff()
-		s.hubs[agent.ID] = h
-		s.wg.Add(1)
-		go h.run() // owner: Service (wg); exits when the stream ends, the hub idles, or Close
-	}
-	h.users++
-	h.graceGen++
-	if h.graceTimer != nil {
-		h.graceTimer.Stop()
-		h.graceTimer = nil
-	}
-	return h, nil
-}
-
-// release ends one use of h; the last one starts the grace period.
-func (s *Service) release(h *hub) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h.users--; h.users > 0 {
-		return
-	}
-	gen := h.graceGen
-	h.graceTimer = time.AfterFunc(s.cfg.Grace, func() {
-		s.mu.Lock()
-		idle := h.users == 0 && h.graceGen == gen
-		if idle && s.hubs[h.agent.ID] == h {
-			delete(s.hubs, h.agent.ID)
-		}
-		s.mu.Unlock()
-		if idle {
-			h.cancel(errIdle)
-		}
+		return h
 	})
-}
-
-// forget unmaps h once it ended (a new use starts a new hub).
-func (s *Service) forget(h *hub) {
-	s.mu.Lock()
-	if s.hubs[h.agent.ID] == h {
-		delete(s.hubs, h.agent.ID)
+	if !ok {
+		return nil, ErrClosed
 	}
-	if h.graceTimer != nil {
-		h.graceTimer.Stop()
-	}
-	s.mu.Unlock()
+	return u, nil
 }
 
 // Routes are the computer-use API: GET screenshot and POST actions (actions.go), both at drive
@@ -262,30 +213,14 @@ func (s *Service) Routes() []surface.Route {
 
 // CloseAgent ends the agent's desktop: its helper stream and every viewer of it.
 func (s *Service) CloseAgent(agentID string) {
-	s.mu.Lock()
-	h := s.hubs[agentID]
-	delete(s.hubs, agentID)
-	s.mu.Unlock()
-	if h != nil {
-		h.cancel(fmt.Errorf("%w: the agent was stopped", ErrHelper))
-	}
+	s.hubs.End(agentID, fmt.Errorf("%w: the agent was stopped", ErrHelper))
 }
 
 // Close ends every hub and viewer and waits for the hubs' goroutines. Serve calls in
 // flight return soon after (their sessions end with ErrClosed).
 func (s *Service) Close() {
-	s.mu.Lock()
-	s.closed = true
-	hubs := make([]*hub, 0, len(s.hubs))
-	for _, h := range s.hubs {
-		hubs = append(hubs, h)
-	}
-	s.mu.Unlock()
 	s.cancel(ErrClosed)
-	for _, h := range hubs {
-		h.cancel(ErrClosed)
-	}
-	s.wg.Wait()
+	s.hubs.Close(ErrClosed)
 }
 
 // Serve runs one viewer's WebSocket until it closes or ctx ends; the server has
@@ -298,11 +233,12 @@ func (s *Service) Serve(ctx context.Context, ws *websocket.Conn, agent api.Agent
 	stopSvc := context.AfterFunc(s.ctx, func() { cancel(ErrClosed) })
 	defer stopSvc()
 
-	h, err := s.acquire(agent)
+	use, err := s.acquire(agent)
 	if err != nil {
 		return err
 	}
-	defer s.release(h)
+	defer use.Release()
+	h := use.Hub
 	sess := newSession(h, ws, v, cancel)
 	if err := h.join(sess); err != nil {
 		code := ErrCodeHelper

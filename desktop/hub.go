@@ -31,11 +31,6 @@ type hub struct {
 	ready  chan struct{} // closed once the stream is open, or the hub ended
 	done   chan struct{} // closed when the hub has ended
 
-	// Guarded by Service.mu.
-	users      int // sessions and API calls using the hub
-	graceGen   uint64
-	graceTimer *time.Timer
-
 	mu          sync.Mutex
 	ended       bool
 	endErr      error
@@ -165,12 +160,20 @@ func newHub(s *Service, agent api.Agent) *hub {
 		ready: make(chan struct{}), done: make(chan struct{}), screenSeen: make(chan struct{})}
 }
 
-// run opens the helper stream and reads it until it ends, then ends the hub.
-func (h *hub) run() {
-	defer h.svc.wg.Done()
+var _ surface.Hub = (*hub)(nil)
+
+// Run opens the helper stream and reads it until it ends, then ends the hub
+// (surface.Hub: the Service's Hubs own the goroutine).
+func (h *hub) Run() {
 	err := h.serve()
 	h.end(err)
 }
+
+// End makes the hub end with cause (surface.Hub).
+func (h *hub) End(cause error) { h.cancel(cause) }
+
+// Ending reports whether the hub ended or is ending (surface.Hub).
+func (h *hub) Ending() bool { return h.ctx.Err() != nil }
 
 func (h *hub) serve() error {
 	octx, ocancel := context.WithTimeout(h.ctx, openTimeout)
@@ -691,7 +694,6 @@ func (h *hub) end(err error) {
 		}
 		s.cancel(h.endErr)
 	}
-	h.svc.forget(h)
 	h.svc.changed(h.agent.ID)
 	close(h.done)
 }

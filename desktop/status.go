@@ -97,9 +97,7 @@ type drawOp struct {
 // never blocks on the helper; a thumbnail is composed once per model state, repeated calls
 // reuse it.
 func (s *Service) Status(agentID string) surface.Status {
-	s.mu.Lock()
-	h := s.hubs[agentID]
-	s.mu.Unlock()
+	h, _ := s.hubs.Get(agentID)
 	var st surface.Status
 	var key thumbKey
 	var ops []drawOp

@@ -69,7 +69,7 @@ func TestStatusThumbnail(t *testing.T) {
 	if st := e.svc.Status(e.agent.ID); st.Sessions != 0 || st.Image != nil {
 		t.Fatalf("before any viewer: %+v, want no session and no image", st)
 	}
-	h, err := e.svc.acquire(e.agent) // a viewer's or an API call's use of the hub
+	use, err := e.svc.acquire(e.agent) // a viewer's or an API call's use of the hub
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestStatusThumbnail(t *testing.T) {
 		return err == nil && near(img.At(80, 90), blue)
 	})
 
-	e.svc.release(h)
+	use.Release()
 	n := ch.get(e.agent.ID)
 	e.svc.CloseAgent(e.agent.ID)
 	waitFor(t, "OnChange on the hub's end", func() bool { return ch.get(e.agent.ID) > n })
