@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -417,9 +418,12 @@ func TestDashboardIdleInBrowser(t *testing.T) {
 	ts := serveGateway(t, server.Config{AdminPassword: dashAdminPassword})
 	s := &shellServer{URL: ts.URL, ts: ts}
 	admin := s.login(t, "admin", dashAdminPassword)
+	// 20 agents whose helpers run idle in their jails (an exec started each; nothing is open).
 	for i := 0; i < 20; i++ {
+		var a api.Agent
 		admin.call(t, "POST", "/api/agents", api.CreateAgentRequest{Name: fmt.Sprintf("idle-%02d", i),
-			Backend: api.Backend{Type: api.BackendBwrap, Network: api.NetworkNone}}, http.StatusCreated, nil)
+			Backend: api.Backend{Type: api.BackendBwrap, Network: api.NetworkNone}}, http.StatusCreated, &a)
+		admin.call(t, "POST", "/api/agents/"+a.ID+"/exec", api.ExecRequest{Command: []string{"true"}}, http.StatusOK, nil)
 	}
 	c := startChromium(t)
 	var frames, bytes atomic.Int64
@@ -449,15 +453,18 @@ func TestDashboardIdleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	loginTab(t, c, ts.URL, "admin", dashAdminPassword)
-	c.until(t, "20 cards", `document.querySelectorAll("li.agent-card[data-state]").length === 20`)
+	c.until(t, "20 idle agents' cards", `document.querySelectorAll("li.agent-card[data-state=idle]").length === 20`)
 	time.Sleep(2 * time.Second) // the snapshot and the backends' health arrive
 	f0, b0 := frames.Load(), bytes.Load()
 	if f0 == 0 {
 		t.Fatal("saw no frame of the dashboard's WebSocket: the measurement is broken")
 	}
+	cpu0, g0 := processCPU(), runtime.NumGoroutine()
 	time.Sleep(4 * time.Second)
 	f1, b1 := frames.Load(), bytes.Load()
-	t.Logf("dashboard WebSocket: %d frames (%d bytes) at load; %d frames, %d bytes over 4 s idle with 20 agents", f0, b0, f1-f0, b1-b0)
+	cpu, g1 := processCPU()-cpu0, runtime.NumGoroutine()
+	t.Logf("dashboard WebSocket: %d frames (%d bytes) at load; %d frames, %d bytes over 4 s with 20 idle helpers; "+
+		"this process (gateway and test) used %v CPU, goroutines %d → %d", f0, b0, f1-f0, b1-b0, cpu, g0, g1)
 	if f1 != f0 {
 		t.Errorf("an idle dashboard received %d frames (%d bytes) in 4 s, want none", f1-f0, b1-b0)
 	}
@@ -881,4 +888,11 @@ func TestNormalVisitConsoleSilent(t *testing.T) {
 	c.until(t, "the dashboard again", `!!document.getElementById("own-agents") && [...document.querySelectorAll(".thumb-lines")].some(p => p.textContent.includes("quiet-42"))`)
 	time.Sleep(time.Second) // anything late (the service worker installed, a socket's end) has its chance
 	consoleSilent(t, d.url, "a normal visit", c.messages())
+}
+
+// processCPU is the user and system CPU this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
