@@ -21,6 +21,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/porthole/porthole/api"
+	pbrowser "github.com/porthole/porthole/browser"
 	"github.com/porthole/porthole/internal/testenv"
 )
 
@@ -118,6 +119,10 @@ func TestBrowserPlaywrightOverCDP(t *testing.T) {
 		t.Errorf("webSocketDebuggerUrl = %q, want %q", ver["webSocketDebuggerUrl"], wsURL)
 	}
 
+	// A person watches the agent's browser in the live view (the owner's session) meanwhile:
+	// frames of the page Playwright fills, its tab's title, and "agent automating".
+	live := watchLiveView(t, g, agent.ID)
+
 	// The watcher: chromedp on the same route (the token), attached to the page Playwright opens.
 	actx, acancel := remote.NewAllocator(context.Background(), wsURL, remote.NoModifyURL, remote.WithDialHTTPHeader(bearer))
 	defer acancel()
@@ -207,6 +212,11 @@ func TestBrowserPlaywrightOverCDP(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Error("the chromedp watcher saw nothing")
 	}
+	// The person's live view showed it all: the agent automating, the form's tab, its frames.
+	live.wait(t, "the live view: agent automating, the form's tab and frames of it", 30*time.Second, func() bool {
+		return live.sawAutomating && live.sawTitle["porthole form"] && live.framesAfterTitle > 0
+	})
+
 	// The browser is still there for the watcher after Playwright's browser.close().
 	if two, err := chromedp.Run(bctx, chromedp.Evaluate[int](`1+1`)); err != nil || two != 2 {
 		t.Errorf("after Playwright closed: 1+1 = %d, %v", two, err)
@@ -424,5 +434,84 @@ func TestBrowserHeadedOnAgentDesktop(t *testing.T) {
 	}
 	if n <= 20000 {
 		t.Errorf("the desktop shows %d magenta pixels, want the agent's browser page on it", n)
+	}
+}
+
+// liveView is a person's viewer of an agent's browser (its live view WebSocket), reduced to
+// what the Playwright test checks: whether it was told the agent automates, the tab titles it
+// saw, and the frames it got once a tab had a title (acknowledged, as the app does).
+type liveView struct {
+	mu               sync.Mutex
+	cond             *sync.Cond
+	sawAutomating    bool
+	sawTitle         map[string]bool
+	framesAfterTitle int
+}
+
+func watchLiveView(t *testing.T, g *gateway, agentID string) *liveView {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial(g.wsURL("/api/agents/"+agentID+"/browser"), g.sessionHeader())
+	if err != nil {
+		t.Fatalf("dial the live view: %v", err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	v := &liveView{sawTitle: map[string]bool{}}
+	v.cond = sync.NewCond(&v.mu)
+	var wmu sync.Mutex
+	send := func(m pbrowser.Message) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		ws.WriteMessage(websocket.BinaryMessage, pbrowser.Encode(m))
+	}
+	send(pbrowser.Resize{W: 1280, H: 800})
+	go func() { // owner: this test; ends when the connection closes (cleanup)
+		for {
+			_, b, err := ws.ReadMessage()
+			if err != nil {
+				v.mu.Lock()
+				v.cond.Broadcast()
+				v.mu.Unlock()
+				return
+			}
+			m, err := pbrowser.Decode(b)
+			if err != nil {
+				continue
+			}
+			v.mu.Lock()
+			switch m := m.(type) {
+			case pbrowser.Control:
+				v.sawAutomating = v.sawAutomating || m.Automating
+			case pbrowser.Tabs:
+				for _, tab := range m.Tabs {
+					v.sawTitle[tab.Title] = true
+				}
+			case pbrowser.Frame:
+				if v.sawTitle["porthole form"] {
+					v.framesAfterTitle++
+				}
+			}
+			v.cond.Broadcast()
+			v.mu.Unlock()
+			if f, ok := m.(pbrowser.Frame); ok {
+				send(pbrowser.Ack{Seq: f.Seq})
+			}
+		}
+	}()
+	return v
+}
+
+// wait waits until cond (called with mu held) holds, or fails the test after d.
+func (v *liveView) wait(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	timer := time.AfterFunc(d, func() { v.mu.Lock(); v.cond.Broadcast(); v.mu.Unlock() })
+	defer timer.Stop()
+	deadline := time.Now().Add(d)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: automating %v, titles %v, frames after the form's title %d", what, v.sawAutomating, v.sawTitle, v.framesAfterTitle)
+		}
+		v.cond.Wait()
 	}
 }
