@@ -266,6 +266,10 @@ func (s *session) attachOpened(t *term, since uint64, cols, rows uint16, opened 
 	t.mu.Lock()
 	a.cols, a.rows = cols, rows
 	t.mu.Unlock()
+	// Audited before the terminal's output can reach this viewer: whoever saw it is on record.
+	if f := s.svc.cfg.OnAttach; f != nil {
+		f(s.agent, s.v, t.id, opened)
+	}
 	if !t.attach(a, since) {
 		s.drop(a)
 		s.sendError(t.id, ErrCodeNotFound, fmt.Sprintf("terminal %d has ended", t.id))
@@ -280,9 +284,6 @@ func (s *session) attachOpened(t *term, since uint64, cols, rows uint16, opened 
 	}
 	if s.mode != ModeDrive {
 		s.queue(Encode(ModeMsg{ID: t.id, Mode: ModeWatch}))
-	}
-	if f := s.svc.cfg.OnAttach; f != nil {
-		f(s.agent, s.v, t.id, opened)
 	}
 	s.log.Info("terminal attached", "terminal", t.id, "mode", s.mode, "since", since, "opened", opened)
 }
