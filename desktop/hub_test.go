@@ -409,3 +409,48 @@ func TestCopiesInStepAreCopies(t *testing.T) {
 		}
 	}
 }
+
+// A viewer that falls behind (its window full while the helper's frames keep coming) makes
+// the gateway tell the helper how far, so the helper lowers its quality; once the viewer
+// catches up the gateway says Lag 0 again.
+func TestLagFollowsTheSlowestViewer(t *testing.T) {
+	e := newEnv(t, Config{})
+	v := e.dialOpts("slow", "watch", "", false)
+	f := e.helper()
+	tr := newTruth(256, 256)
+	f.send(tr.screen)
+	send := func(n int) {
+		for range n {
+			f.send(tr.rect(0, 0, 64, 64, 64))
+			f.send(FrameEnd{})
+		}
+	}
+	lag := func(what string, ok func(uint8) bool) uint8 {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			send(1)
+			select {
+			case m := <-f.in:
+				if l, isLag := m.(Lag); isLag && ok(l.Frames) {
+					return l.Frames
+				}
+			case <-deadline:
+				t.Fatalf("the helper was never told %s", what)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	got := lag("the viewer is behind", func(n uint8) bool { return n >= 3 })
+	if n := v.state().frameEnds; n != DefaultWindow {
+		t.Errorf("the viewer that does not ack got %d frames, want its window (%d)", n, DefaultWindow)
+	}
+	// The viewer catches up: acks what it has and every frame from now on.
+	v.mu.Lock()
+	v.ack = true
+	seq := v.st.lastSeq
+	v.mu.Unlock()
+	v.send(Ack{Seq: seq})
+	lag("the viewer caught up (Lag 0)", func(n uint8) bool { return n == 0 })
+	t.Logf("Lag %d while the viewer was behind, then 0", got)
+}
