@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/porthole/porthole/api"
 	"github.com/porthole/porthole/bridges"
 	"github.com/porthole/porthole/internal/testenv"
@@ -135,5 +137,44 @@ func testViewSandbox(t *testing.T, s *Service, agent api.Agent) {
 	s.serveDownload(rec, httptest.NewRequest("GET", "/x?id="+id, nil), agent, Viewer{ID: "owner", Mode: api.LevelDrive})
 	if body := rec.Body.String(); rec.Code != 200 || body != "made in the sandbox" {
 		t.Errorf("download from the sandbox: %d %q", rec.Code, body)
+	}
+}
+
+// TestViewBrowserCrashInJail: Chromium killed in the agent's jail while a person watches the
+// live view: the viewer is told the browser is unavailable and its connection closes 1013;
+// the next viewer gets frames from a new Chromium (started on that use).
+func TestViewBrowserCrashInJail(t *testing.T) {
+	m := newBrowserManager(t, "")
+	s := viewService(t, m)
+	a := jailAgentB("bviewcrash", "owner", api.NetworkNone)
+	base := viewServerFor(t, s, a)
+	v := dialViewer(t, base, "owner", "drive", false)
+	v.send(Resize{W: 800, H: 600})
+	v.wait(60*time.Second, "a first frame", func() bool { return len(v.frames) > 0 })
+
+	sandboxSh(t, m, a, `for p in /proc/[0-9]*; do if tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q -- '--remote-debugging-[p]ipe'; then kill -9 ${p#/proc/}; fi; done`)
+	v.wait(20*time.Second, "the viewer told the browser is unavailable", func() bool {
+		for _, e := range v.errs {
+			if e.Code == ErrCodeBrowser {
+				return true
+			}
+		}
+		return false
+	})
+	v.mu.Lock()
+	for v.closed == nil {
+		v.cond.Wait()
+	}
+	closed := v.closed
+	v.mu.Unlock()
+	if !websocket.IsCloseError(closed, websocket.CloseTryAgainLater) {
+		t.Errorf("the viewer's connection ended with %v, want close 1013 (try again later)", closed)
+	}
+
+	w := dialViewer(t, base, "owner", "drive", false)
+	w.send(Resize{W: 800, H: 600})
+	w.wait(60*time.Second, "a frame from the restarted browser", func() bool { return len(w.frames) > 0 })
+	if !chromiumRunning(t, m, a) {
+		t.Error("no Chromium runs in the sandbox after the next viewer came")
 	}
 }
