@@ -4,9 +4,7 @@ package app
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
-	"sync"
 	"syscall/js"
 	"time"
 
@@ -17,32 +15,13 @@ import (
 )
 
 // bvSession is the browser half of a BrowserPanel: the WebSocket, the canvas (the desktop
-// viewer's, window.porthole.desk of assets/static/desktop.js, with its decoder worker,
-// scale-to-fit, pan and pointer events) and reconnection. Every entry point takes mu;
-// desktop.js calls back into Go only from events and microtasks, never inside a call Go
-// made, so mu is never re-entered. UI state reaches the panel through ctx.Dispatch.
+// viewer's, window.porthole.desk of assets/static/desktop.js) and reconnection, all
+// screenSession's; what is its own is the browser protocol's messages, the drawing size it
+// asks for, the page's commands (address, history, tabs, dialogs, choosers) and uploads.
 type bvSession struct {
-	ctx     app.Context
-	panel   *BrowserPanel
-	agentID string
-
-	mu        sync.Mutex
+	screenSession[bvUI]
 	c         *bvClient
-	h         js.Value // the desktop.js handle
-	ws        js.Value
-	wsFuncs   []js.Func
-	funcs     []js.Func
-	attempt   int
-	conns     int
-	timer     *time.Timer
-	status    string
-	notice    string
 	uploading string
-	phone     bool
-	fullKeys  bool
-	stopped   bool
-	queued    bool
-	cleanups  []func()
 	vw, vh    float64 // the viewport (CSS px)
 }
 
@@ -50,9 +29,8 @@ func newBVSession(ctx app.Context, p *BrowserPanel) bvDriver { return newBVSessi
 
 // newBVSessionTry waits up to 5 s for the deferred desktop.js.
 func newBVSessionTry(ctx app.Context, p *BrowserPanel, try int) bvDriver {
-	glue := js.Global().Get("porthole")
-	host := js.Global().Get("document").Call("getElementById", p.hostID)
-	if !glue.Truthy() || !glue.Get("desk").Truthy() || !host.Truthy() {
+	glue, host, ok := screenGlue(p.hostID)
+	if !ok {
 		if try >= 50 {
 			p.ui.Status = "browser viewer unavailable: desktop.js did not load"
 			return nil
@@ -65,70 +43,32 @@ func newBVSessionTry(ctx app.Context, p *BrowserPanel, try int) bvDriver {
 		})
 		return nil
 	}
-	s := &bvSession{ctx: ctx, panel: p, agentID: p.AgentID, ws: js.Null(), status: "connecting…"}
+	s := &bvSession{}
+	s.init(ctx, p.AgentID, "browser", p.hostID)
 	mode := browser.ModeWatch
 	if p.Mode == api.LevelDrive {
 		mode = browser.ModeDrive
 	}
 	s.c = newBVClient(s, mode)
-	d := s.c.desk
-
-	fn := func(refresh bool, f func(args []js.Value)) js.Func {
-		jf := js.FuncOf(func(this js.Value, args []js.Value) any {
-			if refresh {
-				s.do(func() { f(args) })
-			} else {
-				s.quiet(func() { f(args) })
+	s.desk, s.snap, s.lost = s.c.desk, s.snapshot, s.c.disconnected
+	s.show = func(ui bvUI) { p.ui = ui }
+	s.onMessage = s.message
+	s.onOpen = func(ws js.Value) {
+		s.quiet(func() {
+			if s.ws.Equal(ws) {
+				s.sendResize()
 			}
-			return nil
 		})
-		s.funcs = append(s.funcs, jf)
-		return jf
 	}
-	opts := map[string]any{
-		"onViewport": fn(false, func(a []js.Value) {
+
+	d := s.c.desk
+	s.open(glue, host, map[string]any{
+		"onViewport": s.callback(false, func(a []js.Value) {
 			s.vw, s.vh = a[0].Float(), a[1].Float()
 			d.viewport(s.vw, s.vh)
 			s.sendResize()
 		}),
-		"onScroll": fn(false, func(a []js.Value) { d.scrolled(a[0].Float(), a[1].Float()) }),
-		"onPointer": fn(false, func(a []js.Value) {
-			kind, typ := a[0].String(), a[1].String()
-			x, y := a[3].Float(), a[4].Float()
-			if typ == "touch" {
-				d.touch(kind, a[2].Int(), x, y, time.Now())
-				return
-			}
-			if kind == "cancel" {
-				return
-			}
-			d.mouse(x, y, a[5].Int())
-		}),
-		"onWheel": fn(false, func(a []js.Value) {
-			d.wheelEvent(a[0].Float(), a[1].Float(), a[2].Float(), a[3].Float(), a[4].Int())
-		}),
-		"onKey":    fn(false, func(a []js.Value) { d.key(a[0].Bool(), a[1].String()) }),
-		"onText":   fn(true, func(a []js.Value) { d.text(a[0].String()) }),
-		"onDrawn":  fn(false, func(a []js.Value) { d.drawn(uint32(a[0].Int())) }),
-		"onNotice": fn(true, func(a []js.Value) { s.notice = a[0].String() }),
-	}
-	s.h = glue.Get("desk").Call("create", host, opts)
-
-	mq := js.Global().Call("matchMedia", phoneQuery)
-	s.phone = mq.Get("matches").Bool()
-	onMQ := js.FuncOf(func(this js.Value, args []js.Value) any {
-		s.do(func() { s.phone = args[0].Get("matches").Bool() })
-		return nil
 	})
-	mq.Call("addEventListener", "change", onMQ)
-	s.cleanups = append(s.cleanups, func() {
-		mq.Call("removeEventListener", "change", onMQ)
-		onMQ.Release()
-	})
-
-	s.mu.Lock()
-	s.connect()
-	s.mu.Unlock()
 	p.ui = s.snapshot()
 	return s
 }
@@ -144,72 +84,6 @@ func (s *bvSession) sendResize() {
 	}
 	w, h := s.vw*dpr, s.vh*dpr
 	s.sendBV(browser.Resize{W: uint16(min(w, browser.MaxViewSize)), H: uint16(min(h, browser.MaxViewSize))})
-}
-
-func (s *bvSession) do(f func()) {
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		return
-	}
-	f()
-	q := !s.queued
-	s.queued = true
-	s.mu.Unlock()
-	if q {
-		s.ctx.Dispatch(s.refresh)
-	}
-}
-
-func (s *bvSession) quiet(f func()) {
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		return
-	}
-	before := s.snapshot()
-	f()
-	changed := s.snapshot() != before
-	q := changed && !s.queued
-	if q {
-		s.queued = true
-	}
-	s.mu.Unlock()
-	if q {
-		s.ctx.Dispatch(s.refresh)
-	}
-}
-
-func (s *bvSession) refresh(ctx app.Context) {
-	s.mu.Lock()
-	s.queued = false
-	ui := s.snapshot()
-	stopped := s.stopped
-	s.mu.Unlock()
-	if stopped {
-		return
-	}
-	s.panel.ui = ui
-	if ui.Phone && ui.Holding {
-		s.keysNoBlur()
-	}
-}
-
-func (s *bvSession) keysNoBlur() {
-	s.ctx.Defer(func(app.Context) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.fullKeys || s.stopped {
-			return
-		}
-		term := js.Global().Get("porthole").Get("term")
-		bar := js.Global().Get("document").Call("querySelector", "#"+s.panel.hostID+" ~ .desktop-keys-wrap .terminal-keys")
-		if term.Truthy() && bar.Truthy() {
-			s.fullKeys = true
-			stop := term.Call("noBlur", bar)
-			s.cleanups = append(s.cleanups, func() { stop.Invoke() })
-		}
-	})
 }
 
 func (s *bvSession) snapshot() bvUI {
@@ -263,75 +137,6 @@ func (s *bvSession) tabList() []browser.TabInfo {
 	return append([]browser.TabInfo(nil), s.c.tabs...)
 }
 
-// connect opens the WebSocket (mu held).
-func (s *bvSession) connect() {
-	loc := js.Global().Get("location")
-	scheme := "ws:"
-	if loc.Get("protocol").String() == "https:" {
-		scheme = "wss:"
-	}
-	u := scheme + "//" + loc.Get("host").String() + "/api/agents/" + url.PathEscape(s.agentID) + "/browser"
-	ws := js.Global().Get("WebSocket").New(u)
-	ws.Set("binaryType", "arraybuffer")
-	s.ws = ws
-	s.status = "connecting…"
-	onMessage := js.FuncOf(func(this js.Value, args []js.Value) any {
-		s.message(ws, args[0].Get("data"))
-		return nil
-	})
-	onOpen := js.FuncOf(func(this js.Value, args []js.Value) any {
-		s.quiet(func() {
-			if s.ws.Equal(ws) {
-				s.sendResize()
-			}
-		})
-		return nil
-	})
-	var funcs []js.Func
-	onClose := js.FuncOf(func(this js.Value, args []js.Value) any {
-		s.do(func() {
-			for _, f := range funcs {
-				f.Release()
-			}
-			if !s.ws.Equal(ws) {
-				return
-			}
-			s.closed(args[0])
-		})
-		return nil
-	})
-	funcs = []js.Func{onMessage, onOpen, onClose}
-	ws.Set("onmessage", onMessage)
-	ws.Set("onopen", onOpen)
-	ws.Set("onclose", onClose)
-	s.wsFuncs = funcs
-}
-
-func (s *bvSession) closed(ev js.Value) {
-	s.ws = js.Null()
-	s.wsFuncs = nil
-	s.c.disconnected()
-	s.h.Call("resetFrames")
-	if s.stopped {
-		return
-	}
-	d := termBackoff(s.attempt)
-	s.attempt++
-	reason := ""
-	if r := ev.Get("reason"); r.Truthy() {
-		reason = r.String()
-	}
-	s.status = strings.Replace(deskCloseStatus(ev.Get("code").Int(), reason, d), "this desktop", "this browser", 1)
-	s.timer = time.AfterFunc(d, func() {
-		s.do(func() {
-			s.timer = nil
-			if s.ws.IsNull() {
-				s.connect()
-			}
-		})
-	})
-}
-
 // frameHeader is a Frame message's bytes before its JPEG: op, seq, w, h, scroll x, scroll y.
 const frameHeader = 17
 
@@ -380,66 +185,21 @@ func (s *bvSession) message(ws js.Value, data js.Value) {
 		}
 		s.c.handle(m)
 		if _, ok := m.(browser.Hello); ok {
-			s.attempt = 0
-			s.conns++
-			s.status = ""
+			s.hello()
 			s.sendResize()
 		}
 	})
 }
 
-// The bvSink half: called by the client with mu held.
+// The rest of the bvSink half: called by the client with mu held.
 
 func (s *bvSession) sendBV(m browser.Message) {
-	if s.ws.IsNull() || s.ws.Get("readyState").Int() != 1 {
-		return
-	}
-	b := browser.Encode(m)
-	u := js.Global().Get("Uint8Array").New(len(b))
-	js.CopyBytesToJS(u, b)
-	s.ws.Call("send", u)
+	s.sendBytes(func() []byte { return browser.Encode(m) })
 }
-
-func (s *bvSession) setSize(w, h int) { s.h.Call("setSize", w, h) }
-
-func (s *bvSession) setView(v deskView) {
-	ox, oy := v.off()
-	s.h.Call("setView", v.Scale, ox, oy, v.ScrollX, v.ScrollY)
-}
-
-func (s *bvSession) frameEnd(seq uint32) { s.h.Call("frameEnd", int(seq)) }
 
 func (s *bvSession) cursorShape(c desktop.CursorShape) {} // the page's cursor is not sent
 
-func (s *bvSession) cursorPos(x, y int, local bool) { s.h.Call("cursorPos", x, y, local) }
-
-func (s *bvSession) setCapture(on bool) { s.h.Call("setCapture", on) }
-
-func (s *bvSession) after(d time.Duration, f func(time.Time)) {
-	time.AfterFunc(d, func() { s.quiet(func() { f(time.Now()) }) })
-}
-
-// The panel's actions (bvDriver), on the UI goroutine.
-
-func (s *bvSession) takeControl() { s.do(s.c.desk.takeControl) }
-func (s *bvSession) release()     { s.do(s.c.desk.release) }
-func (s *bvSession) setFit(fit bool) {
-	s.do(func() { s.c.desk.setFit(fit) })
-}
-func (s *bvSession) setTrackpad(on bool) {
-	s.do(func() {
-		s.c.desk.setTrackpad(on)
-		s.h.Call("setTrackpad", on)
-	})
-}
-func (s *bvSession) keyboard() { s.do(func() { s.h.Call("focusKeyboard") }) }
-func (s *bvSession) barKey(name string) {
-	s.do(func() {
-		s.c.desk.barKey(name)
-		s.h.Call("focusKeyboard")
-	})
-}
-func (s *bvSession) fullscreen() { s.do(func() { s.h.Call("fullscreen") }) }
+// The rest of the panel's actions (bvDriver), on the UI goroutine.
 
 func (s *bvSession) navigate(u string) {
 	s.do(func() {
@@ -532,47 +292,6 @@ func (s *bvSession) uploadNext(list []js.Value, i int) {
 		return nil
 	})
 	f.Call("arrayBuffer").Call("then", then, fail)
-}
-
-func (s *bvSession) reconnect() {
-	s.do(func() {
-		if s.timer != nil {
-			s.timer.Stop()
-			s.timer = nil
-		}
-		if s.ws.IsNull() {
-			s.connect()
-		}
-	})
-}
-
-func (s *bvSession) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return
-	}
-	s.stopped = true
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	if !s.ws.IsNull() {
-		s.ws.Set("onmessage", js.Null())
-		s.ws.Set("onopen", js.Null())
-		s.ws.Set("onclose", js.Null())
-		s.ws.Call("close", 1000, "panel closed")
-		for _, f := range s.wsFuncs {
-			f.Release()
-		}
-		s.ws, s.wsFuncs = js.Null(), nil
-	}
-	s.h.Call("dispose")
-	for _, f := range s.funcs {
-		f.Release()
-	}
-	for _, f := range s.cleanups {
-		f()
-	}
 }
 
 var _ bvSink = (*bvSession)(nil)

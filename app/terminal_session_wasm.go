@@ -5,9 +5,7 @@ package app
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strconv"
-	"sync"
 	"syscall/js"
 	"time"
 
@@ -19,38 +17,27 @@ import (
 // phoneQuery decides when the keys bar is shown.
 const phoneQuery = "(max-width: 700px), (pointer: coarse)"
 
-// termSession is the browser half of a TerminalPanel: the WebSocket, the
-// xterm.js screens (through window.porthole.term, assets/static/terminal.js)
-// and reconnection. Every entry point takes mu; JavaScript calls made under it
-// never call back synchronously (terminal.js defers its callbacks), so it is
-// never re-entered. UI state reaches the panel through ctx.Dispatch, at most
-// one queued at a time.
+// termSession is the browser half of a TerminalPanel: the WebSocket and
+// reconnection (wsSession's, with its own rule for a close on an access change)
+// and the xterm.js screens (through window.porthole.term,
+// assets/static/terminal.js). Every entry point takes mu; JavaScript calls made
+// under it never call back synchronously (terminal.js defers its callbacks), so
+// it is never re-entered. UI state reaches the panel through ctx.Dispatch, at
+// most one queued at a time.
 type termSession struct {
-	ctx     app.Context
-	panel   *TerminalPanel
-	agentID string
-	hostID  string
+	wsSession
+	panel  *TerminalPanel
+	hostID string
 
-	mu       sync.Mutex
 	c        *termClient
-	ws       js.Value  // the current WebSocket (null between connections)
-	wsFuncs  []js.Func // its handlers, released when it closes
 	screens  map[uint32]*termScreen
-	attempt  int // reconnect attempts since the last Hello
-	conns    int // connections that got a Hello
-	timer    *time.Timer
-	status   string
 	blocked  bool   // no automatic reconnect (access removed, agent gone): the user decides
 	flashMsg string // a passing message (paste refused)
 	noticeT  *time.Timer
 	mods     termMods
 	found    string
-	phone    bool
-	stopped  bool
-	queued   bool // a UI refresh is queued
 	shown    uint32
 	noBlur   bool // the keys bar keeps the focus on the terminal
-	cleanups []func()
 }
 
 // termScreen is one xterm.js instance.
@@ -79,19 +66,15 @@ func newTermSessionTry(ctx app.Context, p *TerminalPanel, try int) termDriver {
 		})
 		return nil
 	}
-	s := &termSession{ctx: ctx, panel: p, agentID: p.AgentID, hostID: p.hostID, screens: map[uint32]*termScreen{}, ws: js.Null()}
+	s := &termSession{panel: p, hostID: p.hostID, screens: map[uint32]*termScreen{}}
+	s.ctx, s.agentID, s.surface, s.ws = ctx, p.AgentID, "terminal", js.Null()
+	s.onMessage, s.onClosed, s.onRefresh = s.message, s.closed, s.refresh
 	s.c = newTermClient(s, terminal.ModeOf(p.Mode))
 	s.c.want = p.Term
 	s.status = "connecting…"
 
 	// Phone layout: follow the media query.
-	mq := js.Global().Call("matchMedia", phoneQuery)
-	s.phone = mq.Get("matches").Bool()
-	onMQ := js.FuncOf(func(this js.Value, args []js.Value) any {
-		s.do(func() { s.phone = args[0].Get("matches").Bool() })
-		return nil
-	})
-	mq.Call("addEventListener", "change", onMQ)
+	s.watchPhone()
 	// The visual viewport (soft keyboard): refit the shown screen.
 	onVV := js.FuncOf(func(this js.Value, args []js.Value) any {
 		s.do(func() {
@@ -103,8 +86,6 @@ func newTermSessionTry(ctx app.Context, p *TerminalPanel, try int) termDriver {
 	})
 	stopVV := glue.Get("term").Call("watchViewport", onVV)
 	s.cleanups = append(s.cleanups, func() {
-		mq.Call("removeEventListener", "change", onMQ)
-		onMQ.Release()
 		stopVV.Invoke()
 		onVV.Release()
 	})
@@ -114,22 +95,6 @@ func newTermSessionTry(ctx app.Context, p *TerminalPanel, try int) termDriver {
 	s.mu.Unlock()
 	p.ui = s.snapshot()
 	return s
-}
-
-// do runs f under the lock and queues a UI refresh.
-func (s *termSession) do(f func()) {
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		return
-	}
-	f()
-	q := !s.queued
-	s.queued = true
-	s.mu.Unlock()
-	if q {
-		s.ctx.Dispatch(s.refresh)
-	}
 }
 
 // refresh copies the state into the panel (on the UI goroutine) and shows the active screen.
@@ -166,50 +131,11 @@ func (s *termSession) syncShown() {
 	}
 }
 
-// connect opens the WebSocket (mu held).
-func (s *termSession) connect() {
-	loc := js.Global().Get("location")
-	scheme := "ws:"
-	if loc.Get("protocol").String() == "https:" {
-		scheme = "wss:"
-	}
-	u := scheme + "//" + loc.Get("host").String() + "/api/agents/" + url.PathEscape(s.agentID) + "/terminal"
-	ws := js.Global().Get("WebSocket").New(u)
-	ws.Set("binaryType", "arraybuffer")
-	s.ws = ws
-	s.status = "connecting…"
-
-	onMessage := js.FuncOf(func(this js.Value, args []js.Value) any {
-		s.message(ws, args[0].Get("data"))
-		return nil
-	})
-	var funcs []js.Func
-	onClose := js.FuncOf(func(this js.Value, args []js.Value) any {
-		code, reason := args[0].Get("code").Int(), args[0].Get("reason").String()
-		s.do(func() {
-			for _, f := range funcs {
-				f.Release() // allowed while one of them runs
-			}
-			if !s.ws.Equal(ws) {
-				return // an old connection (reconnect now)
-			}
-			s.closed(code, reason)
-		})
-		return nil
-	})
-	funcs = []js.Func{onMessage, onClose}
-	ws.Set("onmessage", onMessage)
-	ws.Set("onclose", onClose)
-	s.wsFuncs = funcs
-}
-
 // closed handles the end of the current connection (mu held): detach, then reconnect. A close
 // for an access change (1008: share, permissions, password, agent deleted) first asks the API
 // whether the user may still watch this terminal: if so it reconnects at once, else it says
 // why in a sentence and waits for the user. Anything else reconnects with backoff.
 func (s *termSession) closed(code int, reason string) {
-	s.ws = js.Null()
-	s.wsFuncs = nil
 	s.c.disconnected()
 	for _, sc := range s.screens {
 		sc.h.Call("resetAcks")
@@ -231,17 +157,8 @@ func (s *termSession) closed(code int, reason string) {
 
 // retry schedules a reconnect with backoff (mu held).
 func (s *termSession) retry(why string) {
-	d := termBackoff(s.attempt)
-	s.attempt++
+	d := s.backoff()
 	s.status = why + ": reconnecting in " + d.Round(100*time.Millisecond).String() + "…"
-	s.timer = time.AfterFunc(d, func() {
-		s.do(func() {
-			s.timer = nil
-			if s.ws.IsNull() {
-				s.connect()
-			}
-		})
-	})
 }
 
 // checkAccess runs off the lock: may the user still watch this agent's terminal?
@@ -315,9 +232,8 @@ func (s *termSession) message(ws js.Value, data js.Value) {
 		}
 		s.c.handle(m)
 		if _, ok := m.(terminal.Hello); ok {
-			s.attempt = 0
-			s.conns++
-			s.status, s.blocked = "", false
+			s.hello()
+			s.blocked = false
 			ack := s.c.ackBytes()
 			for _, sc := range s.screens {
 				sc.h.Call("setAckBytes", ack)
@@ -328,13 +244,7 @@ func (s *termSession) message(ws js.Value, data js.Value) {
 
 // send implements termSink.
 func (s *termSession) send(m terminal.Message) {
-	if s.ws.IsNull() || s.ws.Get("readyState").Int() != 1 {
-		return
-	}
-	b := terminal.Encode(m)
-	u := js.Global().Get("Uint8Array").New(len(b))
-	js.CopyBytesToJS(u, b)
-	s.ws.Call("send", u)
+	s.sendBytes(func() []byte { return terminal.Encode(m) })
 }
 
 // create implements termSink: a new xterm.js screen in the panel's host element.
@@ -533,13 +443,7 @@ func (s *termSession) paste() {
 func (s *termSession) reconnect() {
 	s.do(func() {
 		s.blocked = false
-		if s.timer != nil {
-			s.timer.Stop()
-			s.timer = nil
-		}
-		if s.ws.IsNull() {
-			s.connect()
-		}
+		s.redial()
 	})
 }
 
@@ -547,31 +451,16 @@ func (s *termSession) reconnect() {
 func (s *termSession) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped {
+	if !s.halt() {
 		return
-	}
-	s.stopped = true
-	if s.timer != nil {
-		s.timer.Stop()
 	}
 	if s.noticeT != nil {
 		s.noticeT.Stop()
 	}
-	if !s.ws.IsNull() {
-		s.ws.Set("onmessage", js.Null())
-		s.ws.Set("onclose", js.Null())
-		s.ws.Call("close", 1000, "panel closed")
-		for _, f := range s.wsFuncs {
-			f.Release()
-		}
-		s.ws, s.wsFuncs = js.Null(), nil
-	}
 	for id := range s.screens {
 		s.remove(id)
 	}
-	for _, f := range s.cleanups {
-		f()
-	}
+	s.finish()
 }
 
 var _ termSink = (*termSession)(nil)
