@@ -244,6 +244,29 @@ func (v *testViewer) send(m Message) {
 	}
 }
 
+// waitBrowserGone waits until the viewer was told the browser is unavailable (ErrCodeBrowser)
+// and its connection closed 1013 (try again later).
+func (v *testViewer) waitBrowserGone(d time.Duration) {
+	v.t.Helper()
+	v.wait(d, "the viewer told the browser is unavailable", func() bool {
+		for _, e := range v.errs {
+			if e.Code == ErrCodeBrowser {
+				return true
+			}
+		}
+		return false
+	})
+	v.mu.Lock()
+	for v.closed == nil {
+		v.cond.Wait()
+	}
+	closed := v.closed
+	v.mu.Unlock()
+	if !websocket.IsCloseError(closed, websocket.CloseTryAgainLater) {
+		v.t.Errorf("the viewer's connection ended with %v, want close 1013 (try again later)", closed)
+	}
+}
+
 // firstErr is the first error the viewer got (the reader appends to errs under mu).
 func (v *testViewer) firstErr() ErrorMsg {
 	v.mu.Lock()

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/porthole/porthole/api"
 	"github.com/porthole/porthole/bridges"
 	"github.com/porthole/porthole/internal/testenv"
@@ -153,23 +151,7 @@ func TestViewBrowserCrashInJail(t *testing.T) {
 	v.wait(60*time.Second, "a first frame", func() bool { return len(v.frames) > 0 })
 
 	sandboxSh(t, m, a, `for p in /proc/[0-9]*; do if tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q -- '--remote-debugging-[p]ipe'; then kill -9 ${p#/proc/}; fi; done`)
-	v.wait(20*time.Second, "the viewer told the browser is unavailable", func() bool {
-		for _, e := range v.errs {
-			if e.Code == ErrCodeBrowser {
-				return true
-			}
-		}
-		return false
-	})
-	v.mu.Lock()
-	for v.closed == nil {
-		v.cond.Wait()
-	}
-	closed := v.closed
-	v.mu.Unlock()
-	if !websocket.IsCloseError(closed, websocket.CloseTryAgainLater) {
-		t.Errorf("the viewer's connection ended with %v, want close 1013 (try again later)", closed)
-	}
+	v.waitBrowserGone(20 * time.Second)
 
 	w := dialViewer(t, base, "owner", "drive", false)
 	w.send(Resize{W: 800, H: 600})

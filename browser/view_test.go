@@ -381,23 +381,7 @@ func TestViewBrowserGone(t *testing.T) {
 	mu.Lock()
 	fakes[0].Close()
 	mu.Unlock()
-	v.wait(5*time.Second, "the browser error", func() bool {
-		for _, e := range v.errs {
-			if e.Code == ErrCodeBrowser {
-				return true
-			}
-		}
-		return false
-	})
-	v.mu.Lock()
-	for v.closed == nil {
-		v.cond.Wait()
-	}
-	closed := v.closed
-	v.mu.Unlock()
-	if !websocket.IsCloseError(closed, websocket.CloseTryAgainLater) {
-		t.Errorf("the viewer's connection ended with %v, want a close 1013", closed)
-	}
+	v.waitBrowserGone(5 * time.Second)
 	w := dialViewer(t, base, "owner", "drive", false)
 	w.wait(5*time.Second, "tabs from a new view", func() bool { return w.last[OpTabs] != nil })
 	mu.Lock()
