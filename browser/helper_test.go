@@ -272,9 +272,19 @@ func TestBrowserInContainer(t *testing.T) {
 // after Alice's helper (and so her Chromium) was stopped and started again.
 func TestBrowserProfilesIsolatedAndPersistent(t *testing.T) {
 	m := newBrowserManager(t, "")
+	testBrowserProfiles(t, m, jailAgentB("bralice", "alice", api.NetworkNone), jailAgentB("brbob", "bob", api.NetworkNone))
+}
+
+// TestBrowserProfilesInContainers: the same with Alice's and Bob's agents in containers.
+func TestBrowserProfilesInContainers(t *testing.T) {
+	m := newBrowserManager(t, testenv.Getenv(t, "PORTHOLE_TEST_ENGINE"))
+	testBrowserProfiles(t, m, containerAgentB("bralicec", "alice"), containerAgentB("brbobc", "bob"))
+}
+
+// testBrowserProfiles: a cookie set in Alice's agent's browser is absent from Bob's (over CDP
+// and as a file), and it survives a restart of Alice's helper (the profile in her home).
+func testBrowserProfiles(t *testing.T, m *bridges.Manager, alice, bob api.Agent) {
 	s := browserService(t, m)
-	alice := jailAgentB("bralice", "alice", api.NetworkNone)
-	bob := jailAgentB("brbob", "bob", api.NetworkNone)
 	const domain = "porthole-cookie.test"
 	cookies := func(tc *cdpTestConn) string {
 		return string(tc.call(t, "", "Storage.getCookies", nil))
