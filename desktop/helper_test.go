@@ -423,7 +423,42 @@ func testDesktopHelper(t *testing.T, m *bridges.Manager, a api.Agent) {
 // reach an agent's display: each tries to connect to :0 (path socket, abstract socket).
 func TestDesktopDisplayIsolated(t *testing.T) {
 	m := newDesktopJail(t)
-	a := jailAgent("deskiso", api.NetworkNone)
+	others := []api.Agent{jailAgent("deskother"+api.NetworkNone, api.NetworkNone)}
+	testenv.LookPath(t, "slirp4netns")
+	others = append(others, jailAgent("deskother"+api.NetworkFull, api.NetworkFull))
+	testDisplayIsolated(t, m, jailAgent("deskiso", api.NetworkNone), others)
+}
+
+// TestDesktopDisplayIsolatedContainers: the same for a container agent's display, probed from
+// container agents on both networks and from a bwrap jail.
+func TestDesktopDisplayIsolatedContainers(t *testing.T) {
+	engine := testenv.Getenv(t, "PORTHOLE_TEST_ENGINE")
+	bwrap := testenv.LookPath(t, "bwrap")
+	testenv.LookPath(t, "Xvfb")
+	_, file, _, _ := runtime.Caller(0)
+	image := testenv.AgentImage(t, engine, filepath.Dir(filepath.Dir(file)))
+	m, err := bridges.NewManager(bridges.Config{
+		DataDir: t.TempDir(), HelperPath: cgoHelperBin(t), BwrapPath: bwrap,
+		ContainerEngine: engine, DefaultImage: image, IdleTimeout: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatalf("bridges.NewManager: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	container := func(id, network string) api.Agent {
+		return api.Agent{ID: id, Name: id, Backend: api.Backend{Type: api.BackendContainer, Network: network}}
+	}
+	testDisplayIsolated(t, m, container("deskisoc", api.NetworkNone), []api.Agent{
+		container("deskotherc"+api.NetworkNone, api.NetworkNone),
+		container("deskotherc"+api.NetworkFull, api.NetworkFull),
+		jailAgent("deskotherj", api.NetworkNone),
+	})
+}
+
+// testDisplayIsolated: agent a's display, marked with a token on its root window, is reached
+// from a itself (the probe works) but not from any of others, nor from the host.
+func testDisplayIsolated(t *testing.T, m *bridges.Manager, a api.Agent, others []api.Agent) {
 	d := openDesktop(t, m, a)
 	d.waitFor(t, "Screen", 30*time.Second, func() bool { return d.screen.W != 0 && d.ends > 0 })
 	tok := fmt.Sprintf("porthole-display-%d", time.Now().UnixNano())
@@ -435,14 +470,10 @@ func TestDesktopDisplayIsolated(t *testing.T) {
 	if res := jailSh(t, m, a, probe); !strings.Contains(res.Stdout, "CONNECTED-PATH") || !strings.Contains(res.Stdout, tok) {
 		t.Fatalf("the probe does not reach the display from its own agent:\n%s%s", res.Stdout, res.Stderr)
 	}
-	for _, net := range []string{api.NetworkNone, api.NetworkFull} {
-		if net == api.NetworkFull {
-			testenv.LookPath(t, "slirp4netns")
-		}
-		b := jailAgent("deskother"+net, net)
+	for _, b := range others {
 		res := jailSh(t, m, b, probe)
 		if strings.Contains(res.Stdout, "CONNECTED") || strings.Contains(res.Stdout, tok) || !strings.Contains(res.Stdout, "done") {
-			t.Errorf("agent %s (network %s) reached agent %s's display:\n%s", b.ID, net, a.ID, res.Stdout)
+			t.Errorf("agent %s (%s, network %s) reached agent %s's display:\n%s", b.ID, b.Backend.Type, b.Backend.Network, a.ID, res.Stdout)
 		}
 	}
 	// The host: neither the abstract socket nor a path socket of this display exists here;
