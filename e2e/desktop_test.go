@@ -271,8 +271,65 @@ func TestDesktopInBrowser(t *testing.T) {
 		if want := cellAt(pm, cx, cy); !near2(got, want, 2) {
 			t.Errorf("the tap landed on cell %v, want near %v", got, want)
 		}
+
+		// A long press is a right click; two fingers moving together scroll (the wheel).
+		touch := func(what string, steps ...input.DispatchTouchEventParams) {
+			t.Helper()
+			do(t, pctx, what, 10*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				for i, st := range steps {
+					if i > 0 {
+						time.Sleep(20 * time.Millisecond)
+					}
+					if st.Type == "" { // a pause
+						time.Sleep(700 * time.Millisecond)
+						continue
+					}
+					if _, err := cdp.Call(ctx, tg, input.DispatchTouchEvent, st); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		}
+		at := func(dx, dy float64) []*input.TouchPoint {
+			return []*input.TouchPoint{{X: pt.X + dx, Y: pt.Y + dy}}
+		}
+		end := input.DispatchTouchEventParams{Type: input.DispatchTouchEventTypeTouchEnd, TouchPoints: []*input.TouchPoint{}}
+		touch("a long press", input.DispatchTouchEventParams{Type: input.DispatchTouchEventTypeTouchStart, TouchPoints: at(0, 0)},
+			input.DispatchTouchEventParams{}, end)
+		waitEvent(t, g, agent.ID, "a right-button press from the long press", "\x1b[M\"")
+		two := func(dy float64) []*input.TouchPoint {
+			one, two := 1.0, 2.0
+			return []*input.TouchPoint{{X: pt.X - 50, Y: pt.Y + dy, ID: &one}, {X: pt.X + 50, Y: pt.Y + dy, ID: &two}}
+		}
+		// Small steps, as fingers move: each finger's move is its own pointer event, and a large
+		// step of one finger alone would look like a pinch.
+		scroll := []input.DispatchTouchEventParams{{Type: input.DispatchTouchEventTypeTouchStart, TouchPoints: two(0)}}
+		for i := 1; i <= 40; i++ {
+			scroll = append(scroll, input.DispatchTouchEventParams{Type: input.DispatchTouchEventTypeTouchMove, TouchPoints: two(float64(-5 * i))})
+		}
+		touch("a two-finger scroll", append(scroll, end)...)
+		waitEvent(t, g, agent.ID, "a wheel step from the two-finger scroll", "\x1b[M`", "\x1b[Ma")
 		screenshot(t, pctx, "desktop-phone")
 	})
+}
+
+// waitEvent waits until the test program recorded one of the mouse reports in want.
+func waitEvent(t *testing.T, g *gateway, agentID, what string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ev := events(t, g, agentID)
+		for _, w := range want {
+			if strings.Contains(ev, w) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the test program recorded no %s (%q); its events: %q", what, want, ev)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 }
 
 // canvasJS is the desktop canvas as a PNG data URL (what the viewer reconstructed).
