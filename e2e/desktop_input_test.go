@@ -347,10 +347,13 @@ func TestDesktopViewerInput(t *testing.T) {
 	held := func(x, y int) func(xevEvent) bool {
 		return func(e xevEvent) bool { return e.RootX == x && e.RootY == y && e.State&0x100 != 0 }
 	}
-	for _, p := range [][2]int{{mx, my}, {bx, by}} {
-		if count(ev, "MotionNotify", held(p[0], p[1])) == 0 {
-			t.Errorf("the drag: no motion to (%d,%d) with button 1 held", p[0], p[1])
-		}
+	// The X server may fold back-to-back motions into the last (a loaded machine did: no event
+	// at the middle point); the drag's end must arrive with the button held.
+	if count(ev, "MotionNotify", held(bx, by)) == 0 {
+		t.Errorf("the drag: no motion to (%d,%d) with button 1 held", bx, by)
+	}
+	if count(ev, "MotionNotify", held(mx, my)) == 0 {
+		t.Logf("the drag's middle point (%d,%d) was folded into its end", mx, my)
 	}
 	if count(ev, "ButtonPress", pressAt(1, mx, my))+count(ev, "ButtonPress", pressAt(1, bx, by)) != 0 {
 		t.Errorf("the drag pressed the button again on its way")
