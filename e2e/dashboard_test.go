@@ -173,12 +173,17 @@ const layoutJS = `(() => {
 		const b = k.getBoundingClientRect();
 		if (b.left < -0.5 || b.right > innerWidth + 0.5 || b.top < -0.5 || b.bottom > innerHeight + 0.5 || b.width < 20) keysOK = false;
 	}
-	// A CSS transform on the terminal or any ancestor scales it (blurry, clipped letters).
+	// A CSS transform, scale or zoom on the terminal or any ancestor scales it (blurry, clipped
+	// letters); so does a box drawn at another size than its layout size.
 	let tr = "none";
 	const h = window.porthole && porthole.term ? porthole.term.all().find(x => x.term.element && x.term.element.offsetParent !== null) : null;
 	for (let el = h ? h.term.element : null; el; el = el.parentElement) {
-		const t = getComputedStyle(el).transform;
-		if (t && t !== "none") { tr = t; break; }
+		const cs = getComputedStyle(el);
+		if (cs.transform && cs.transform !== "none") { tr = "transform " + cs.transform; break; }
+		if (cs.scale && cs.scale !== "none") { tr = "scale " + cs.scale; break; }
+		if (cs.zoom && cs.zoom !== "1" && cs.zoom !== "normal") { tr = "zoom " + cs.zoom; break; }
+		const b = el.getBoundingClientRect();
+		if (el.offsetWidth > 0 && Math.abs(b.width - el.offsetWidth) > 1) { tr = "drawn " + b.width + " wide, laid out " + el.offsetWidth; break; }
 	}
 	let scaled = false;
 	if (h) for (const c of h.term.element.querySelectorAll("canvas")) {
