@@ -197,8 +197,11 @@ func (s *Store) openSQLite(ctx context.Context, path string) error {
 	s.w.SetMaxIdleConns(1)
 	s.w.SetConnMaxIdleTime(0)
 	s.w.SetConnMaxLifetime(0)
-	// The write connection switches the file to WAL before any reader opens it.
-	if err := s.w.PingContext(ctx); err != nil {
+	// The write connection switches the file to WAL before any reader opens it. On a fresh
+	// file that several processes open at once, the switch can fail with SQLITE_BUSY at once:
+	// SQLite does not wait on busy_timeout where waiting could deadlock. Try again, as long as
+	// busy_timeout would have waited (a failed connection is not kept, the next try is new).
+	if err := pingSQLite(ctx, s.w); err != nil {
 		s.w.Close()
 		return fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -211,6 +214,24 @@ func (s *Store) openSQLite(ctx context.Context, path string) error {
 	s.r.SetMaxOpenConns(sqliteReaders)
 	s.r.SetMaxIdleConns(sqliteReaders)
 	return nil
+}
+
+// pingSQLite opens db's first connection, trying again while SQLite answers SQLITE_BUSY,
+// for at most sqliteBusyTimeout.
+func pingSQLite(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(sqliteBusyTimeout)
+	for {
+		err := db.PingContext(ctx)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
 }
 
 func (s *Store) openPostgres(ctx context.Context, dsn string) error {
