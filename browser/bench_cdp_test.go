@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/porthole/porthole/api"
+	"github.com/porthole/porthole/bridges"
 	"github.com/porthole/porthole/browser/internal/cdpmux"
 	"github.com/porthole/porthole/internal/testenv"
 )
@@ -39,6 +40,25 @@ const benchRounds = 5
 // (target < 1.5 s). "first" is the very first start on a fresh profile; the p50 is over
 // restarts on the kept profile.
 func BenchmarkBrowserColdStart(b *testing.B) {
+	coldStarts(b, "brbench", "start", func(b *testing.B, m *bridges.Manager, s *Service, a api.Agent) func() {
+		return func() {
+			c, err := s.newClient(context.Background(), a, "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			tc := newCDPTestConn(b, c)
+			sess := tc.openPage(b, "")
+			tc.navigate(b, sess, "data:text/html,<title>first</title><p>first page</p>")
+		}
+	})
+}
+
+// coldStarts runs a browser cold start in a bwrap jail and in a container: for each round it
+// stops the agent's helper, starts it again without Chromium (an exec), and times once(), which
+// setup made for that agent's Service. It reports the very first start (a fresh profile) as
+// first-ms and the later ones (the kept profile) as <unit>-ms-p50 and -max.
+func coldStarts(b *testing.B, id, unit string, setup func(*testing.B, *bridges.Manager, *Service, api.Agent) func()) {
 	for _, c := range []struct{ name, engine string }{{"bwrap", ""}, {"container", "engine"}} {
 		b.Run(c.name, func(b *testing.B) {
 			engine := ""
@@ -47,13 +67,12 @@ func BenchmarkBrowserColdStart(b *testing.B) {
 			}
 			m := newBrowserManager(b, engine)
 			s := browserService(b, m)
-			s.cdpGrace = time.Millisecond
-			var a api.Agent
-			if engine == "" {
-				a = jailAgentB("brbench", "alice", api.NetworkNone)
-			} else {
-				a = containerAgentB("brbenchc", "alice")
+			s.cdpGrace, s.viewGrace = time.Millisecond, time.Millisecond
+			a := jailAgentB(id, "alice", api.NetworkNone)
+			if engine != "" {
+				a = containerAgentB(id+"c", "alice")
 			}
+			once := setup(b, m, s, a)
 			ctx := context.Background()
 			var ds []time.Duration
 			var first time.Duration
@@ -63,13 +82,7 @@ func BenchmarkBrowserColdStart(b *testing.B) {
 				sandboxSh(b, m, a, "true") // the helper runs; Chromium does not
 				b.StartTimer()
 				start := time.Now()
-				c, err := s.newClient(ctx, a, "bench")
-				if err != nil {
-					b.Fatal(err)
-				}
-				tc := newCDPTestConn(b, c)
-				sess := tc.openPage(b, "")
-				tc.navigate(b, sess, "data:text/html,<title>first</title><p>first page</p>")
+				once()
 				d := time.Since(start)
 				b.StopTimer()
 				if i == 0 {
@@ -77,11 +90,10 @@ func BenchmarkBrowserColdStart(b *testing.B) {
 				} else {
 					ds = append(ds, d)
 				}
-				c.Close()
 			}
 			b.ReportMetric(msOf(first), "first-ms")
-			b.ReportMetric(msOf(p50(ds)), "start-ms-p50")
-			b.ReportMetric(msOf(slices.Max(ds)), "start-ms-max")
+			b.ReportMetric(msOf(p50(ds)), unit+"-ms-p50")
+			b.ReportMetric(msOf(slices.Max(ds)), unit+"-ms-max")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
